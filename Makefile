@@ -1,0 +1,57 @@
+# ferry's developer entry points. `make help` lists them.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO      ?= go
+# Ginkgo label filter for test-e2e, e.g. LABELS=testbed or LABELS='peering && !slow'.
+LABELS  ?=
+# Extra flags for go test, e.g. GOTESTFLAGS=-v.
+GOTESTFLAGS ?=
+TEST_TIMEOUT ?= 40m
+
+.PHONY: help
+help: ## Show the targets.
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Compile every package and the binaries under cmd/ into bin/.
+	$(GO) build ./...
+	@if ls cmd/*/main.go >/dev/null 2>&1; then mkdir -p bin && $(GO) build -o bin/ ./cmd/...; fi
+
+.PHONY: testbed
+testbed: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok into the cache (no-op when present).
+	$(GO) run ./test/cmd/testbed
+
+.PHONY: generate
+generate: ## Regenerate deepcopy code and CRD manifests from api/.
+	$(GO) tool controller-gen object paths=./api/...
+	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=manifests/crds
+	hack/crd-kustomization.sh manifests/crds
+
+.PHONY: verify-generated
+verify-generated: ## Fail when generated files differ from what `make generate` writes.
+	hack/verify-generated.sh
+
+.PHONY: fmt
+fmt: ## gofmt every Go file.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: lint
+lint: ## gofmt check, go vet and staticcheck (pinned in go.mod).
+	@unformatted=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted (run make fmt)"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+.PHONY: test
+test: testbed verify-generated lint ## Everything CI runs: build the test bed (cached), check generated code, lint, unit and e2e tests.
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
+
+.PHONY: test-unit
+test-unit: ## Unit tests only (no control planes).
+	$(GO) test -count=1 -short $(GOTESTFLAGS) $$($(GO) list ./... | grep -v /test/e2e)
+
+.PHONY: test-e2e
+test-e2e: testbed ## End-to-end suites on real clusters; LABELS=<ginkgo label filter> picks an area.
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./test/e2e/... -args -ginkgo.label-filter='$(LABELS)' -ginkgo.v

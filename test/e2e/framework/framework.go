@@ -1,0 +1,94 @@
+// Package framework holds what ferry's end-to-end suites share: starting
+// test-bed clusters tied to the spec's lifetime, and installing ferry's
+// manifests the way a user does.
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ferry-io/ferry/test/testbed"
+)
+
+// StartClusters starts test-bed clusters in parallel and registers their
+// cleanup with the current node (spec, BeforeAll, ...): they stop when it
+// ends, also on failure or interruption, and print their components' last
+// log lines when the spec failed.
+func StartClusters(ctx context.Context, opts ...testbed.Options) []*testbed.Cluster {
+	GinkgoHelper()
+	clusters, err := testbed.StartClusters(ctx, opts...)
+	Expect(err).NotTo(HaveOccurred(), "start test clusters")
+	for _, c := range clusters {
+		DeferCleanup(func() {
+			if CurrentSpecReport().Failed() {
+				GinkgoWriter.Println(c.Logs(40))
+			}
+			Expect(c.Stop()).To(Succeed())
+		})
+	}
+	return clusters
+}
+
+// RepoRoot is the folder of ferry's go.mod.
+func RepoRoot() string {
+	GinkgoHelper()
+	dir, err := os.Getwd()
+	Expect(err).NotTo(HaveOccurred())
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		Expect(parent).NotTo(Equal(dir), "no go.mod above the test's folder")
+		dir = parent
+	}
+}
+
+// ApplyManifests installs a kustomization of manifests/ (e.g. "base") with
+// `kubectl apply --server-side -k`, as the README tells users to, and waits
+// until every CRD in the cluster is Established.
+func ApplyManifests(ctx context.Context, c *testbed.Cluster, kustomization string) {
+	GinkgoHelper()
+	dir := filepath.Join(RepoRoot(), "manifests", kustomization)
+	out, err := c.Kubectl(ctx, "apply", "--server-side", "--field-manager=ferry-e2e", "-k", dir)
+	Expect(err).NotTo(HaveOccurred(), "apply %s to %s:\n%s", dir, c.Name, out)
+	Eventually(func(g Gomega) {
+		var crds apiextensionsv1.CustomResourceDefinitionList
+		g.Expect(c.Client.List(ctx, &crds)).To(Succeed())
+		for _, crd := range crds.Items {
+			g.Expect(established(&crd)).To(BeTrue(), "CRD %s is not Established", crd.Name)
+		}
+	}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, cond := range crd.Status.Conditions {
+		if cond.Type == apiextensionsv1.Established {
+			return cond.Status == apiextensionsv1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// CreateNamespace creates a namespace with a unique name from prefix and
+// deletes it when the current node ends.
+func CreateNamespace(ctx context.Context, c *testbed.Cluster, prefix string) string {
+	GinkgoHelper()
+	ns := &corev1.Namespace{}
+	ns.GenerateName = prefix + "-"
+	Expect(c.Client.Create(ctx, ns)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		Expect(client.IgnoreNotFound(c.Client.Delete(ctx, ns))).To(Succeed(), fmt.Sprintf("delete namespace %s", ns.Name))
+	})
+	return ns.Name
+}

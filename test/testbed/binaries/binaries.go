@@ -1,0 +1,170 @@
+// Package binaries builds and locates the control-plane programs the test bed
+// runs: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
+// and kwok. They are compiled from the Go module proxy at the versions pinned in
+// ferry's go.mod (as Go tool dependencies) into a versioned cache folder, so a
+// fresh machine needs nothing but Go, and a warm one rebuilds nothing.
+package binaries
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Versions of the programs the test bed runs. They must equal the versions
+// go.mod pins; TestVersionsMatchGoMod keeps them honest.
+const (
+	KubernetesVersion = "v1.36.4"
+	EtcdVersion       = "v3.6.16"
+	KwokVersion       = "v0.8.0"
+)
+
+// EnvDir overrides the folder the binaries are built into and read from.
+const EnvDir = "FERRY_TESTBED_BIN"
+
+// Program names, as files in Dir().
+const (
+	Etcd                  = "etcd"
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+	Kubectl               = "kubectl"
+	Kwok                  = "kwok"
+)
+
+// program is one binary and the Go package it is built from.
+type program struct {
+	name    string
+	pkg     string
+	coldFor string // rough cold build time on 2 cores, shown as progress
+}
+
+var programs = []program{
+	{Etcd, "go.etcd.io/etcd/server/v3", "1 min"},
+	{KubeAPIServer, "k8s.io/kubernetes/cmd/kube-apiserver", "4-5 min"},
+	{KubeControllerManager, "k8s.io/kubernetes/cmd/kube-controller-manager", "1 min"},
+	{KubeScheduler, "k8s.io/kubernetes/cmd/kube-scheduler", "30 s"},
+	{Kubectl, "k8s.io/kubernetes/cmd/kubectl", "30 s"},
+	{Kwok, "sigs.k8s.io/kwok/cmd/kwok", "30 s"},
+}
+
+// Names lists every program the test bed needs.
+func Names() []string {
+	names := make([]string, 0, len(programs))
+	for _, p := range programs {
+		names = append(names, p.name)
+	}
+	return names
+}
+
+// Dir is the versioned cache folder holding the binaries:
+// $FERRY_TESTBED_BIN, or ${XDG_CACHE_HOME:-$HOME/.cache}/ferry/testbed/<versions>.
+func Dir() (string, error) {
+	if d := os.Getenv(EnvDir); d != "" {
+		return filepath.Abs(d)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("locate the user cache folder (set %s to choose one): %w", EnvDir, err)
+	}
+	tag := fmt.Sprintf("kubernetes-%s_etcd-%s_kwok-%s", KubernetesVersion, EtcdVersion, KwokVersion)
+	return filepath.Join(cache, "ferry", "testbed", tag), nil
+}
+
+// Path returns the path of one program, or an error telling how to build it
+// when it is missing.
+func Path(name string) (string, error) {
+	dir, err := Dir()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, name)
+	if _, err := os.Stat(p); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("test bed binary %s is missing from %s: run `make testbed` first", name, dir)
+		}
+		return "", fmt.Errorf("stat test bed binary %s: %w", p, err)
+	}
+	return p, nil
+}
+
+// Ensure builds every missing program into Dir(), printing progress to out.
+// It is a no-op when all of them are present. moduleRoot is the folder of
+// ferry's go.mod, whose tool dependencies pin the versions.
+func Ensure(ctx context.Context, moduleRoot string, out io.Writer) error {
+	dir, err := Dir()
+	if err != nil {
+		return err
+	}
+	var missing []program
+	for _, p := range programs {
+		if _, err := os.Stat(filepath.Join(dir, p.name)); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) == 0 {
+		fmt.Fprintf(out, "testbed: binaries present in %s\n", dir)
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create test bed binary folder: %w", err)
+	}
+	fmt.Fprintf(out, "testbed: building %d control-plane binaries into %s (cold: about 7 minutes, once)\n", len(missing), dir)
+	start := time.Now()
+	for i, p := range missing {
+		fmt.Fprintf(out, "testbed: [%d/%d] %s from %s (cold: ~%s)\n", i+1, len(missing), p.name, p.pkg, p.coldFor)
+		t := time.Now()
+		if err := build(ctx, moduleRoot, dir, p); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "testbed: [%d/%d] %s built in %s\n", i+1, len(missing), p.name, time.Since(t).Round(time.Second))
+	}
+	fmt.Fprintf(out, "testbed: all binaries built in %s\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// build compiles one program to a temporary name and renames it into place,
+// so an interrupted build never leaves a truncated binary that looks usable.
+func build(ctx context.Context, moduleRoot, dir string, p program) error {
+	tmp := filepath.Join(dir, "."+p.name+".tmp")
+	ldflags := strings.Join([]string{
+		"-s", "-w",
+		"-X k8s.io/component-base/version.gitVersion=" + KubernetesVersion,
+		"-X k8s.io/component-base/version.gitMajor=" + major(KubernetesVersion),
+		"-X k8s.io/component-base/version.gitMinor=" + minor(KubernetesVersion),
+		"-X k8s.io/component-base/version.gitTreeState=clean",
+	}, " ")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", tmp, p.pkg)
+	cmd.Dir = moduleRoot
+	var stderr strings.Builder
+	cmd.Stdout = io.Discard
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("build %s from %s (in %s): %w\n%s", p.name, p.pkg, moduleRoot, err, stderr.String())
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, p.name)); err != nil {
+		return fmt.Errorf("install %s: %w", p.name, err)
+	}
+	return nil
+}
+
+func major(v string) string {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	return parts[0]
+}
+
+func minor(v string) string {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 {
+		return ""
+	}
+	return parts[1]
+}

@@ -1,0 +1,513 @@
+package testbed
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/test/testbed/binaries"
+)
+
+// Options shape one cluster. The zero value is etcd and kube-apiserver alone.
+type Options struct {
+	// Name shows in folder names, kubeconfig contexts and errors.
+	Name string
+
+	// ControllerManager starts kube-controller-manager (deployments, replica
+	// sets, namespaces, service accounts, garbage collection, CSR signing).
+	ControllerManager bool
+
+	// Scheduler starts kube-scheduler.
+	Scheduler bool
+
+	// Kwok starts kwok, which keeps the nodes it manages Ready and runs their
+	// pods. It is implied by Nodes.
+	Kwok bool
+
+	// Nodes are the simulated nodes to create, managed by kwok.
+	Nodes []NodePool
+
+	// PodCIDR is the range kwok gives pod IPs from (default 10.244.0.0/16,
+	// the same for every cluster, as in real clusters that overlap).
+	PodCIDR string
+
+	// ServiceCIDR is the Service cluster-IP range (default 10.96.0.0/16).
+	ServiceCIDR string
+
+	// ExtraAPIServerArgs are appended to kube-apiserver's flags.
+	ExtraAPIServerArgs []string
+}
+
+// Cluster is one running test cluster.
+type Cluster struct {
+	// Name is Options.Name.
+	Name string
+	// Dir holds the cluster's certificates, kubeconfigs, etcd data and logs.
+	Dir string
+	// APIServerURL is https://127.0.0.1:<port>.
+	APIServerURL string
+	// KubeconfigPath is an admin (system:masters) kubeconfig.
+	KubeconfigPath string
+	// Config is the admin rest.Config.
+	Config *rest.Config
+	// Kube is an admin clientset.
+	Kube kubernetes.Interface
+	// Client is an admin controller-runtime client knowing core, CRD and ferry kinds.
+	Client client.Client
+	// StartupDuration is how long Start took for this cluster.
+	StartupDuration time.Duration
+
+	opts     Options
+	ca       *authority
+	procs    []*process // in start order
+	stopOnce sync.Once
+}
+
+// Scheme knows the kinds test clients read and write: core Kubernetes, CRDs
+// and ferry's.
+var Scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, ferryv1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(fmt.Sprintf("build test bed scheme: %v", err))
+		}
+	}
+	return s
+}()
+
+// EnvKeep, when set to a non-empty value, keeps cluster folders (logs, etcd
+// data) after Stop, for debugging.
+const EnvKeep = "FERRY_TESTBED_KEEP"
+
+const startAttempts = 3
+
+// StartClusters starts several clusters in parallel. If one fails, the others
+// are stopped and the error names the failed one.
+func StartClusters(ctx context.Context, opts ...Options) ([]*Cluster, error) {
+	clusters := make([]*Cluster, len(opts))
+	errs := make([]error, len(opts))
+	var wg sync.WaitGroup
+	for i := range opts {
+		wg.Go(func() { clusters[i], errs[i] = Start(ctx, opts[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, c := range clusters {
+			if c != nil {
+				_ = c.Stop()
+			}
+		}
+		return nil, err
+	}
+	return clusters, nil
+}
+
+// Start starts one cluster and returns once it is usable: the API server
+// ready, and each component asked for working (controller-manager has made
+// the default service account, kwok's nodes are Ready). A port taken by
+// another process in the meantime is retried with fresh ports.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.Name == "" {
+		opts.Name = "cluster"
+	}
+	if opts.PodCIDR == "" {
+		opts.PodCIDR = "10.244.0.0/16"
+	}
+	if opts.ServiceCIDR == "" {
+		opts.ServiceCIDR = "10.96.0.0/16"
+	}
+	if len(opts.Nodes) > 0 {
+		opts.Kwok = true
+	}
+	reapStaleClusterDirs()
+	var err error
+	for range startAttempts {
+		var c *Cluster
+		c, err = startOnce(ctx, opts)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("start test cluster %q: %w", opts.Name, err)
+}
+
+var errPortTaken = errors.New("a port was taken by another process")
+
+func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
+	begin := time.Now()
+	dir, err := os.MkdirTemp("", dirPrefix+opts.Name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("create cluster folder: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		return nil, fmt.Errorf("record owner of %s: %w", dir, err)
+	}
+	c = &Cluster{Name: opts.Name, Dir: dir, opts: opts}
+	defer func() {
+		if err != nil {
+			if c.portConflict() {
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			_ = c.Stop()
+		}
+	}()
+
+	ports, err := freePorts(6)
+	if err != nil {
+		return c, err
+	}
+	etcdPort, etcdPeerPort, apiPort, kcmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
+	c.APIServerURL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+
+	if c.ca, err = newAuthority(dir, opts.Name); err != nil {
+		return c, err
+	}
+	pki, err := c.writeCredentials()
+	if err != nil {
+		return c, err
+	}
+
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	if err := c.start(binaries.Etcd, []string{
+		"--name=" + opts.Name,
+		"--data-dir=" + filepath.Join(dir, "etcd"),
+		"--listen-client-urls=" + etcdURL,
+		"--advertise-client-urls=" + etcdURL,
+		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", etcdPeerPort),
+		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", etcdPeerPort),
+		fmt.Sprintf("--initial-cluster=%s=http://127.0.0.1:%d", opts.Name, etcdPeerPort),
+		"--unsafe-no-fsync", // throwaway data: durability costs seconds here
+		"--quota-backend-bytes=8589934592",
+		"--log-level=warn",
+	}, nil); err != nil {
+		return c, err
+	}
+	if err := c.waitFor(ctx, "etcd health", 30*time.Second, func(ctx context.Context) error {
+		return httpOK(ctx, http.DefaultClient, etcdURL+"/health")
+	}); err != nil {
+		return c, err
+	}
+
+	apiArgs := []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", apiPort),
+		"--tls-cert-file=" + pki.apiServing.CertFile,
+		"--tls-private-key-file=" + pki.apiServing.KeyFile,
+		"--client-ca-file=" + c.ca.CertFile,
+		"--kubelet-client-certificate=" + pki.apiKubeletClient.CertFile,
+		"--kubelet-client-key=" + pki.apiKubeletClient.KeyFile,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + pki.saPub,
+		"--service-account-signing-key-file=" + pki.saKey,
+		"--service-cluster-ip-range=" + opts.ServiceCIDR,
+		"--authorization-mode=Node,RBAC",
+		"--allow-privileged=true",
+		"--profiling=false",
+		"--v=1",
+	}
+	if err := c.start(binaries.KubeAPIServer, append(apiArgs, opts.ExtraAPIServerArgs...), nil); err != nil {
+		return c, err
+	}
+	if c.Config, err = writeKubeconfig(c.KubeconfigPath, opts.Name, c.APIServerURL, c.ca.certPEM, pki.admin); err != nil {
+		return c, err
+	}
+	if c.Kube, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return c, fmt.Errorf("build clientset: %w", err)
+	}
+	if c.Client, err = client.New(c.Config, client.Options{Scheme: Scheme}); err != nil {
+		return c, fmt.Errorf("build controller-runtime client: %w", err)
+	}
+	if err := c.waitFor(ctx, "kube-apiserver /readyz", 90*time.Second, func(ctx context.Context) error {
+		_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	}); err != nil {
+		return c, err
+	}
+
+	if opts.ControllerManager {
+		kc := filepath.Join(dir, "controller-manager.kubeconfig")
+		if _, err := writeKubeconfig(kc, opts.Name, c.APIServerURL, c.ca.certPEM, pki.controllerManager); err != nil {
+			return c, err
+		}
+		if err := c.start(binaries.KubeControllerManager, []string{
+			"--kubeconfig=" + kc,
+			"--bind-address=127.0.0.1",
+			fmt.Sprintf("--secure-port=%d", kcmPort),
+			"--cert-dir=" + filepath.Join(dir, "controller-manager"),
+			"--leader-elect=false",
+			"--use-service-account-credentials=true",
+			"--service-account-private-key-file=" + pki.saKey,
+			"--root-ca-file=" + c.ca.CertFile,
+			"--cluster-signing-cert-file=" + c.ca.CertFile,
+			"--cluster-signing-key-file=" + c.ca.KeyFile,
+			"--service-cluster-ip-range=" + opts.ServiceCIDR,
+			"--v=1",
+		}, nil); err != nil {
+			return c, err
+		}
+	}
+	if opts.Scheduler {
+		kc := filepath.Join(dir, "scheduler.kubeconfig")
+		if _, err := writeKubeconfig(kc, opts.Name, c.APIServerURL, c.ca.certPEM, pki.scheduler); err != nil {
+			return c, err
+		}
+		if err := c.start(binaries.KubeScheduler, []string{
+			"--kubeconfig=" + kc,
+			"--bind-address=127.0.0.1",
+			fmt.Sprintf("--secure-port=%d", schedPort),
+			"--leader-elect=false",
+			"--v=1",
+		}, nil); err != nil {
+			return c, err
+		}
+	}
+	if opts.Kwok {
+		if err := c.startKwok(pki, kwokPort); err != nil {
+			return c, err
+		}
+	}
+
+	if opts.ControllerManager {
+		// The service-account controller making "default" shows the
+		// controller-manager is up and reconciling.
+		if err := c.waitFor(ctx, "kube-controller-manager (default service account)", 60*time.Second, func(ctx context.Context) error {
+			_, err := c.Kube.CoreV1().ServiceAccounts(corev1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+			return err
+		}); err != nil {
+			return c, err
+		}
+	}
+	if opts.Scheduler {
+		insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // our own child on loopback
+		if err := c.waitFor(ctx, "kube-scheduler /healthz", 60*time.Second, func(ctx context.Context) error {
+			return httpOK(ctx, insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort))
+		}); err != nil {
+			return c, err
+		}
+	}
+	if len(opts.Nodes) > 0 {
+		if err := c.AddNodes(ctx, opts.Nodes...); err != nil {
+			return c, err
+		}
+	}
+	c.StartupDuration = time.Since(begin)
+	return c, nil
+}
+
+// credentials are the certificates and keys a cluster's components use.
+type credentials struct {
+	apiServing, apiKubeletClient, admin, controllerManager, scheduler, kwokServing *keyPair
+	saKey, saPub                                                                   string
+}
+
+func (c *Cluster) writeCredentials() (*credentials, error) {
+	var p credentials
+	var err error
+	loopback := []net.IP{net.ParseIP("127.0.0.1")}
+	svcIP, err := firstServiceIP(c.opts.ServiceCIDR)
+	if err != nil {
+		return nil, err
+	}
+	steps := []func() error{
+		func() (err error) {
+			p.apiServing, err = c.ca.issue(c.Dir, "apiserver", "kube-apiserver", nil, true,
+				[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+				append(loopback, svcIP))
+			return err
+		},
+		func() (err error) {
+			p.apiKubeletClient, err = c.ca.issue(c.Dir, "apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, false, nil, nil)
+			return err
+		},
+		func() (err error) {
+			p.admin, err = c.ca.issue(c.Dir, "admin", "ferry-testbed-admin", []string{"system:masters"}, false, nil, nil)
+			return err
+		},
+		func() (err error) {
+			p.controllerManager, err = c.ca.issue(c.Dir, "controller-manager", "system:kube-controller-manager", nil, false, nil, nil)
+			return err
+		},
+		func() (err error) {
+			p.scheduler, err = c.ca.issue(c.Dir, "scheduler", "system:kube-scheduler", nil, false, nil, nil)
+			return err
+		},
+		func() (err error) {
+			p.kwokServing, err = c.ca.issue(c.Dir, "kwok", "kwok", nil, true, []string{"localhost"}, loopback)
+			return err
+		},
+		func() (err error) {
+			p.saKey, p.saPub, err = writeServiceAccountKeys(c.Dir)
+			return err
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	c.KubeconfigPath = filepath.Join(c.Dir, "admin.kubeconfig")
+	return &p, err
+}
+
+// start launches one of the cluster's programs from the test bed binaries.
+func (c *Cluster) start(name string, args, env []string) error {
+	bin, err := binaries.Path(name)
+	if err != nil {
+		return err
+	}
+	p, err := startProcess(c.Dir, name, bin, args, env)
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, p)
+	return nil
+}
+
+// waitFor polls check until it succeeds, failing early with the log of a
+// program that exited, so a broken flag shows as its own error message.
+func (c *Cluster) waitFor(ctx context.Context, what string, timeout time.Duration, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		for _, p := range c.procs {
+			if done, exitErr := p.exited(); done {
+				return fmt.Errorf("waiting for %s: %s exited (%v); last lines of %s:\n%s", what, p.name, exitErr, p.logPath, p.logTail(25))
+			}
+		}
+		attempt, cancelAttempt := context.WithTimeout(ctx, 5*time.Second)
+		last = check(attempt)
+		cancelAttempt()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// portConflict says whether a program failed because its port was taken.
+func (c *Cluster) portConflict() bool {
+	for _, p := range c.procs {
+		if strings.Contains(p.logTail(50), "address already in use") {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop ends every process of the cluster, the API server and the other
+// components before etcd, and removes the cluster's folder (unless
+// FERRY_TESTBED_KEEP is set). It is safe to call more than once.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() {
+		var wg sync.WaitGroup
+		var etcd *process
+		for _, p := range c.procs {
+			if p.name == binaries.Etcd {
+				etcd = p
+				continue
+			}
+			wg.Go(func() { p.stop(5 * time.Second) })
+		}
+		wg.Wait()
+		if etcd != nil {
+			etcd.stop(5 * time.Second)
+		}
+		if os.Getenv(EnvKeep) == "" {
+			_ = os.RemoveAll(c.Dir)
+		}
+	})
+	return nil
+}
+
+// MemoryRSS returns the resident memory of each running program of the cluster.
+func (c *Cluster) MemoryRSS() (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, p := range c.procs {
+		rss, err := p.rssBytes()
+		if err != nil {
+			return nil, err
+		}
+		out[p.name] = rss
+	}
+	return out, nil
+}
+
+// Logs returns the last n lines of each program's log, for failure reports.
+func (c *Cluster) Logs(n int) string {
+	var b strings.Builder
+	for _, p := range c.procs {
+		fmt.Fprintf(&b, "==== %s/%s (last %d lines) ====\n%s\n", c.Name, p.name, n, p.logTail(n))
+	}
+	return b.String()
+}
+
+func httpOK(ctx context.Context, hc *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// firstServiceIP is the cluster IP of the kubernetes Service: the first
+// address of the range, which the API server's certificate must name.
+func firstServiceIP(cidr string) (net.IP, error) {
+	_, ipnet, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return nil, fmt.Errorf("options.serviceCIDR %q: %w", cidr, err)
+	}
+	ip := ipnet.IP.To4()
+	if ip == nil {
+		return nil, fmt.Errorf("options.serviceCIDR %q: only IPv4 ranges are supported", cidr)
+	}
+	first := make(net.IP, len(ip))
+	copy(first, ip)
+	first[3]++
+	return first, nil
+}
+
+// PIDs returns the process ID of each program the cluster started.
+func (c *Cluster) PIDs() map[string]int {
+	out := make(map[string]int, len(c.procs))
+	for _, p := range c.procs {
+		out[p.name] = p.cmd.Process.Pid
+	}
+	return out
+}
