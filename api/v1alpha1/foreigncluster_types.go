@@ -31,7 +31,7 @@ const (
 
 // HealthCheck tunes how often the peer's API server is probed and when it is
 // declared unreachable.
-// +kubebuilder:validation:XValidation:rule="self.timeoutSeconds <= self.periodSeconds",message="timeoutSeconds must not exceed periodSeconds",fieldPath=`.timeoutSeconds`
+// +kubebuilder:validation:XValidation:rule="!has(self.timeoutSeconds) || !has(self.periodSeconds) || self.timeoutSeconds <= self.periodSeconds",message="timeoutSeconds must not exceed periodSeconds",fieldPath=`.timeoutSeconds`
 type HealthCheck struct {
 	// PeriodSeconds is the time between two probes.
 	// +kubebuilder:default=10
@@ -101,7 +101,7 @@ type ForeignClusterSpec struct {
 	TenantNamespace string `json:"tenantNamespace,omitempty"`
 
 	// HealthCheck tunes the probes of the peer's API server.
-	// +kubebuilder:default={}
+	// +kubebuilder:default={periodSeconds:10,timeoutSeconds:5,failureThreshold:3}
 	// +optional
 	HealthCheck HealthCheck `json:"healthCheck"`
 }
@@ -161,5 +161,5 @@ type ForeignClusterList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ForeignCluster{}, &ForeignClusterList{})
+	register(&ForeignCluster{}, &ForeignClusterList{})
 }

@@ -132,7 +132,7 @@ type NamespaceOffloadingStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=nsoff,categories=ferry
-// +kubebuilder:validation:XValidation:rule="self.metadata.name == 'offloading'",message="metadata.name must be 'offloading': one NamespaceOffloading per namespace",fieldPath=`.metadata.name`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == 'offloading'",message="metadata.name must be 'offloading': one NamespaceOffloading per namespace"
 // +kubebuilder:printcolumn:name="Pods",type=string,JSONPath=`.spec.podOffloadingStrategy`
 // +kubebuilder:printcolumn:name="Mapping",type=string,JSONPath=`.spec.namespaceMappingStrategy`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
@@ -159,5 +159,5 @@ type NamespaceOffloadingList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&NamespaceOffloading{}, &NamespaceOffloadingList{})
+	register(&NamespaceOffloading{}, &NamespaceOffloadingList{})
 }

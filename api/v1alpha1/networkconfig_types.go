@@ -97,5 +97,5 @@ type NetworkConfigList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&NetworkConfig{}, &NetworkConfigList{})
+	register(&NetworkConfig{}, &NetworkConfigList{})
 }

@@ -76,5 +76,5 @@ type PeeringQuotaList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&PeeringQuota{}, &PeeringQuotaList{})
+	register(&PeeringQuota{}, &PeeringQuotaList{})
 }

@@ -104,5 +104,5 @@ type ResourceSliceList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ResourceSlice{}, &ResourceSliceList{})
+	register(&ResourceSlice{}, &ResourceSliceList{})
 }

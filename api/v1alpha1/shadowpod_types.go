@@ -103,5 +103,5 @@ type ShadowPodList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ShadowPod{}, &ShadowPodList{})
+	register(&ShadowPod{}, &ShadowPodList{})
 }

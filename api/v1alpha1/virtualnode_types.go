@@ -102,5 +102,5 @@ type VirtualNodeList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&VirtualNode{}, &VirtualNodeList{})
+	register(&VirtualNode{}, &VirtualNodeList{})
 }

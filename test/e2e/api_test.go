@@ -171,10 +171,14 @@ var _ = Describe("ferry's API", Label("api"), Ordered, func() {
 			func(o client.Object) { o.(*ferryv1alpha1.VirtualNode).Spec.NodeShapes[0].Count = 0 },
 			"spec.nodeShapes[0].count", "should be greater than or equal to 1"),
 		Entry("VirtualNode: node shape without resources", "VirtualNode",
-			func(o client.Object) { o.(*ferryv1alpha1.VirtualNode).Spec.NodeShapes[0].Resources = corev1.ResourceList{} },
+			func(o client.Object) {
+				o.(*ferryv1alpha1.VirtualNode).Spec.NodeShapes[0].Resources = corev1.ResourceList{}
+			},
 			"spec.nodeShapes[0].resources", "resources must name at least one resource"),
 		Entry("NamespaceOffloading: unknown pod offloading strategy", "NamespaceOffloading",
-			func(o client.Object) { o.(*ferryv1alpha1.NamespaceOffloading).Spec.PodOffloadingStrategy = "Everywhere" },
+			func(o client.Object) {
+				o.(*ferryv1alpha1.NamespaceOffloading).Spec.PodOffloadingStrategy = "Everywhere"
+			},
 			"spec.podOffloadingStrategy", `supported values: "Local", "Remote", "LocalAndRemote"`),
 		Entry("NamespaceOffloading: SelectedName without a name", "NamespaceOffloading",
 			func(o client.Object) {

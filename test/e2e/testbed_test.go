@@ -9,10 +9,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/types"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,23 +64,30 @@ var _ = Describe("The test bed", Label("testbed"), Ordered, func() {
 
 	It("installs ferry's manifests into both clusters with server-side apply", func(ctx context.Context) {
 		for _, c := range []*testbed.Cluster{consumer, provider} {
+			By("applying manifests/base to " + c.Name)
 			framework.ApplyManifests(ctx, c, "base")
-			for _, kind := range []client.ObjectList{
-				&ferryv1alpha1.ForeignClusterList{}, &ferryv1alpha1.ResourceSliceList{}, &ferryv1alpha1.VirtualNodeList{},
-				&ferryv1alpha1.NamespaceOffloadingList{}, &ferryv1alpha1.ShadowPodList{}, &ferryv1alpha1.PeeringQuotaList{},
-				&ferryv1alpha1.NetworkConfigList{},
-			} {
-				Expect(c.Client.List(ctx, kind)).To(Succeed(), "list %T in %s", kind, c.Name)
-			}
+			var crds apiextensionsv1.CustomResourceDefinitionList
+			Expect(c.Client.List(ctx, &crds)).To(Succeed())
+			Expect(crds.Items).To(ConsistOf(
+				crdNamed("foreignclusters.ferry.io"), crdNamed("resourceslices.ferry.io"), crdNamed("virtualnodes.ferry.io"),
+				crdNamed("namespaceoffloadings.ferry.io"), crdNamed("shadowpods.ferry.io"), crdNamed("peeringquotas.ferry.io"),
+				crdNamed("networkconfigs.ferry.io"),
+			))
 			Expect(c.Client.Get(ctx, client.ObjectKey{Name: "ferry-system"}, &corev1.Namespace{})).To(Succeed())
 			for _, role := range []string{"ferry-namespace-admin", "ferry-namespace-viewer", "ferry-cluster-admin", "ferry-cluster-viewer"} {
 				Expect(c.Client.Get(ctx, client.ObjectKey{Name: role}, &rbacv1.ClusterRole{})).To(Succeed(), "ClusterRole %s in %s", role, c.Name)
 			}
 		}
-		By("applying again, which changes nothing and conflicts with nothing")
+		By("applying again, which conflicts with nothing and writes nothing")
+		var before apiextensionsv1.CustomResourceDefinitionList
+		Expect(provider.Client.List(ctx, &before)).To(Succeed())
 		out, err := provider.Kubectl(ctx, "apply", "--server-side", "--field-manager=ferry-e2e", "-k", framework.RepoRoot()+"/manifests/base")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(out).NotTo(ContainSubstring("configured"), "a second apply changed objects:\n%s", out)
+		Expect(err).NotTo(HaveOccurred(), out)
+		for _, crd := range before.Items {
+			var after apiextensionsv1.CustomResourceDefinition
+			Expect(provider.Client.Get(ctx, client.ObjectKeyFromObject(&crd), &after)).To(Succeed())
+			Expect(after.ResourceVersion).To(Equal(crd.ResourceVersion), "re-applying the manifests rewrote CRD %s", crd.Name)
+		}
 
 		By("aggregating the namespace roles into Kubernetes' view role (controller-manager's aggregation controller)")
 		Eventually(func(g Gomega) {
@@ -181,6 +190,10 @@ var _ = Describe("The test bed", Label("testbed"), Ordered, func() {
 		Expect(err.Error()).To(ContainSubstring(`"alice"`))
 	})
 })
+
+func crdNamed(name string) types.GomegaMatcher {
+	return HaveField("ObjectMeta.Name", name)
+}
 
 func names(pids map[string]int) []string {
 	out := make([]string, 0, len(pids))

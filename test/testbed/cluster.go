@@ -235,6 +235,9 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if c.Config, err = writeKubeconfig(c.KubeconfigPath, opts.Name, c.APIServerURL, c.ca.certPEM, pki.admin); err != nil {
 		return c, err
 	}
+	// Tests drive the cluster hard and briefly; client-go's default 5 QPS
+	// would make them wait on themselves.
+	c.Config.QPS, c.Config.Burst = 500, 1000
 	if c.Kube, err = kubernetes.NewForConfig(c.Config); err != nil {
 		return c, fmt.Errorf("build clientset: %w", err)
 	}
@@ -260,6 +263,10 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 			"--cert-dir=" + filepath.Join(dir, "controller-manager"),
 			"--leader-elect=false",
 			"--use-service-account-credentials=true",
+			// Each controller gets its own service account and token at
+			// start; the default client rate limit spreads that over seconds.
+			"--kube-api-qps=200",
+			"--kube-api-burst=400",
 			"--service-account-private-key-file=" + pki.saKey,
 			"--root-ca-file=" + c.ca.CertFile,
 			"--cluster-signing-cert-file=" + c.ca.CertFile,

@@ -56,7 +56,8 @@ func RepoRoot() string {
 
 // ApplyManifests installs a kustomization of manifests/ (e.g. "base") with
 // `kubectl apply --server-side -k`, as the README tells users to, and waits
-// until every CRD in the cluster is Established.
+// until every CRD in the cluster is Established and served by discovery
+// (clients map kinds to resources through discovery, which lags a little).
 func ApplyManifests(ctx context.Context, c *testbed.Cluster, kustomization string) {
 	GinkgoHelper()
 	dir := filepath.Join(RepoRoot(), "manifests", kustomization)
@@ -67,6 +68,11 @@ func ApplyManifests(ctx context.Context, c *testbed.Cluster, kustomization strin
 		g.Expect(c.Client.List(ctx, &crds)).To(Succeed())
 		for _, crd := range crds.Items {
 			g.Expect(established(&crd)).To(BeTrue(), "CRD %s is not Established", crd.Name)
+			for _, v := range crd.Spec.Versions {
+				resources, err := c.Kube.Discovery().ServerResourcesForGroupVersion(crd.Spec.Group + "/" + v.Name)
+				g.Expect(err).NotTo(HaveOccurred(), "discovery of %s/%s", crd.Spec.Group, v.Name)
+				g.Expect(resources.APIResources).To(ContainElement(HaveField("Name", crd.Spec.Names.Plural)))
+			}
 		}
 	}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
