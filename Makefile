@@ -54,4 +54,8 @@ test-unit: ## Unit tests only (no control planes).
 
 .PHONY: test-e2e
 test-e2e: testbed ## End-to-end suites on real clusters; LABELS=<ginkgo label filter> picks an area.
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./test/e2e/... -args -ginkgo.label-filter='$(LABELS)' -ginkgo.v
+	$(GO) test -v -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./test/e2e/... -args -ginkgo.label-filter='$(LABELS)' -ginkgo.v
+
+.PHONY: bench-testbed
+bench-testbed: testbed ## Start-up time and memory of test-bed clusters; ends with a RESULT line.
+	$(GO) test -run '^$$' -bench BenchmarkClusterStart -benchtime 5x ./test/testbed/

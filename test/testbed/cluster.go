@@ -321,6 +321,11 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return c, err
 		}
 	}
+	// A program that lost its port to another process exits at once; make
+	// sure none did, so no check above was answered by someone else's server.
+	if err := c.waitFor(ctx, "every program still running", time.Second, func(context.Context) error { return nil }); err != nil {
+		return c, err
+	}
 	c.StartupDuration = time.Since(begin)
 	return c, nil
 }

@@ -19,7 +19,7 @@ import (
 
 const helperEnv = "FERRY_TESTBED_HELPER"
 
-func requireBinaries(t *testing.T) {
+func requireBinaries(t testing.TB) {
 	t.Helper()
 	for _, name := range binaries.Names() {
 		if _, err := binaries.Path(name); err != nil {

@@ -84,3 +84,42 @@ func TestMajorMinor(t *testing.T) {
 		t.Fatalf("major/minor of v1.36.4 = %s/%s", major("v1.36.4"), minor("v1.36.4"))
 	}
 }
+
+func TestEnsureIsANoOpWhenEveryBinaryIsPresent(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(EnvDir, dir)
+	for _, name := range Names() {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/true\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out strings.Builder
+	// A module root that does not exist: any build attempt would fail.
+	if err := Ensure(t.Context(), filepath.Join(dir, "no-module"), &out); err != nil {
+		t.Fatalf("Ensure with every binary present: %v", err)
+	}
+	if !strings.Contains(out.String(), "binaries present") {
+		t.Fatalf("Ensure printed %q, want it to say the binaries are present", out.String())
+	}
+}
+
+func TestFailedBuildNamesTheProgramAndKeepsNoPartialBinary(t *testing.T) {
+	dir := t.TempDir()
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = build(t.Context(), root, dir, program{name: "kube-nothing", pkg: "k8s.io/kubernetes/cmd/kube-nothing"})
+	if err == nil {
+		t.Fatal("building a package that does not exist succeeded")
+	}
+	for _, want := range []string{"kube-nothing", "k8s.io/kubernetes/cmd/kube-nothing"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("build error %q does not name %q", err, want)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 0 {
+		t.Errorf("a failed build left %v behind", entries)
+	}
+}
