@@ -80,6 +80,7 @@ type Cluster struct {
 	ca       *authority
 	procs    []*process // in start order
 	stopOnce sync.Once
+	stopErr  error
 }
 
 // Scheme knows the kinds test clients read and write: core Kubernetes, CRDs
@@ -454,10 +455,12 @@ func (c *Cluster) Stop() error {
 			etcd.stop(5 * time.Second)
 		}
 		if os.Getenv(EnvKeep) == "" {
-			_ = os.RemoveAll(c.Dir)
+			if err := os.RemoveAll(c.Dir); err != nil {
+				c.stopErr = fmt.Errorf("remove folder of cluster %s: %w", c.Name, err)
+			}
 		}
 	})
-	return nil
+	return c.stopErr
 }
 
 // MemoryRSS returns the resident memory of each running program of the cluster.
