@@ -28,4 +28,22 @@ const (
 	// TaintVirtualNode is the NoExecute taint key every virtual node carries,
 	// so only pods that tolerate it are placed there.
 	TaintVirtualNode = "ferry.io/virtual-node"
+
+	// AnnotationNodeShapes carries, on a virtual node, the JSON list of
+	// NodeShapes of its provider's grant, for the RemoteFit scheduler plugin.
+	AnnotationNodeShapes = "ferry.io/node-shapes"
+
+	// SystemNamespace is where ferry's components and cluster-wide peering
+	// objects (credentials, VirtualNodes) live.
+	SystemNamespace = "ferry-system"
+
+	// ClusterIdentityConfigMap, in SystemNamespace, holds this cluster's
+	// ClusterID under ClusterIdentityKey. It is written once, at install.
+	ClusterIdentityConfigMap = "ferry-cluster-identity"
+
+	// ClusterIdentityKey is the ClusterID's key in ClusterIdentityConfigMap.
+	ClusterIdentityKey = "clusterID"
+
+	// KubeconfigSecretKey is the key of the kubeconfig in a credentials Secret.
+	KubeconfigSecretKey = "kubeconfig"
 )

@@ -81,6 +81,8 @@ type Cluster struct {
 	procs    []*process // in start order
 	stopOnce sync.Once
 	stopErr  error
+
+	apiServerArgs []string // to restart it as it was
 }
 
 // Scheme knows the kinds test clients read and write: core Kubernetes, CRDs
@@ -230,7 +232,8 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--profiling=false",
 		"--v=1",
 	}
-	if err := c.start(binaries.KubeAPIServer, append(apiArgs, opts.ExtraAPIServerArgs...), nil); err != nil {
+	c.apiServerArgs = append(apiArgs, opts.ExtraAPIServerArgs...)
+	if err := c.start(binaries.KubeAPIServer, c.apiServerArgs, nil); err != nil {
 		return c, err
 	}
 	if c.Config, err = writeKubeconfig(c.KubeconfigPath, opts.Name, c.APIServerURL, c.ca.certPEM, pki.admin); err != nil {
@@ -461,6 +464,44 @@ func (c *Cluster) Stop() error {
 		}
 	})
 	return c.stopErr
+}
+
+// StopAPIServer stops the cluster's kube-apiserver, leaving etcd and the
+// other components running: to the outside the cluster is unreachable, as
+// in an outage. StartAPIServer brings it back on the same address.
+func (c *Cluster) StopAPIServer() {
+	for _, p := range c.procs {
+		if p.name == binaries.KubeAPIServer {
+			p.stop(5 * time.Second)
+		}
+	}
+}
+
+// StartAPIServer restarts a kube-apiserver stopped by StopAPIServer, on the
+// same port, with the same data and credentials, and waits until it is ready.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	for i, p := range c.procs {
+		if p.name != binaries.KubeAPIServer {
+			continue
+		}
+		if done, _ := p.exited(); !done {
+			return fmt.Errorf("cluster %s: kube-apiserver is running", c.Name)
+		}
+		bin, err := binaries.Path(binaries.KubeAPIServer)
+		if err != nil {
+			return err
+		}
+		np, err := startProcess(c.Dir, p.name, bin, c.apiServerArgs, nil)
+		if err != nil {
+			return err
+		}
+		c.procs[i] = np
+		return c.waitFor(ctx, "restarted kube-apiserver /readyz", 90*time.Second, func(ctx context.Context) error {
+			_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			return err
+		})
+	}
+	return fmt.Errorf("cluster %s has no kube-apiserver", c.Name)
 }
 
 // MemoryRSS returns the resident memory of each running program of the cluster.

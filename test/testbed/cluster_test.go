@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/ferry-io/ferry/test/testbed/binaries"
 )
 
@@ -173,5 +176,31 @@ func TestFirstServiceIP(t *testing.T) {
 	}
 	if _, err := firstServiceIP("10.96.0.0"); err == nil || !strings.Contains(err.Error(), "serviceCIDR") {
 		t.Fatalf("bad CIDR: %v, want an error naming serviceCIDR", err)
+	}
+}
+
+func TestAPIServerOutageAndReturnKeepsTheData(t *testing.T) {
+	requireBinaries(t)
+	c, err := Start(t.Context(), Options{Name: "outage"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "survives"}}
+	if _, err := c.Kube.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.StopAPIServer()
+	if _, err := c.Kube.CoreV1().Namespaces().Get(t.Context(), "survives", metav1.GetOptions{}); err == nil {
+		t.Fatal("the API server answered while stopped")
+	}
+	if err := c.StartAPIServer(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kube.CoreV1().Namespaces().Get(t.Context(), "survives", metav1.GetOptions{}); err != nil {
+		t.Fatalf("after the restart: %v", err)
+	}
+	if err := c.StartAPIServer(t.Context()); err == nil {
+		t.Fatal("starting a running API server twice was accepted")
 	}
 }
