@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -25,6 +26,8 @@ const (
 	ForeignClusterAuthenticated = "Authenticated"
 	// ForeignClusterResourcesGranted: the peer granted resources (a ResourceSlice).
 	ForeignClusterResourcesGranted = "ResourcesGranted"
+	// ForeignClusterVirtualNodeReady: the virtual node standing for the peer is Ready.
+	ForeignClusterVirtualNodeReady = "VirtualNodeReady"
 	// ForeignClusterNetworkReady: the network fabric to the peer is up.
 	ForeignClusterNetworkReady = "NetworkReady"
 )
@@ -100,6 +103,12 @@ type ForeignClusterSpec struct {
 	// +optional
 	TenantNamespace string `json:"tenantNamespace,omitempty"`
 
+	// ResourceRequest is a fixed request this cluster makes of the peer when
+	// it is a provider, granted up to what the peer has free. Empty asks for
+	// the peer's default policy (a share of its free resources).
+	// +optional
+	ResourceRequest corev1.ResourceList `json:"resourceRequest,omitempty"`
+
 	// HealthCheck tunes the probes of the peer's API server.
 	// +kubebuilder:default={periodSeconds:10,timeoutSeconds:5,failureThreshold:3}
 	// +optional
@@ -108,7 +117,8 @@ type ForeignClusterSpec struct {
 
 // ForeignClusterStatus is what this cluster observes of the peer.
 type ForeignClusterStatus struct {
-	// Conditions: APIServerReady, Authenticated, ResourcesGranted, NetworkReady.
+	// Conditions: APIServerReady, Authenticated, ResourcesGranted,
+	// VirtualNodeReady, NetworkReady.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -137,7 +147,9 @@ type ForeignClusterStatus struct {
 // +kubebuilder:printcolumn:name="Cluster ID",type=string,JSONPath=`.spec.clusterID`
 // +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.spec.role`
 // +kubebuilder:printcolumn:name="API Server",type=string,JSONPath=`.status.conditions[?(@.type=="APIServerReady")].status`
+// +kubebuilder:printcolumn:name="Authenticated",type=string,JSONPath=`.status.conditions[?(@.type=="Authenticated")].status`
 // +kubebuilder:printcolumn:name="Granted",type=string,JSONPath=`.status.conditions[?(@.type=="ResourcesGranted")].status`
+// +kubebuilder:printcolumn:name="Virtual Node",type=string,JSONPath=`.status.conditions[?(@.type=="VirtualNodeReady")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ForeignCluster struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -99,6 +99,13 @@ func (in *ForeignClusterSpec) DeepCopyInto(out *ForeignClusterSpec) {
 		*out = new(SecretReference)
 		**out = **in
 	}
+	if in.ResourceRequest != nil {
+		in, out := &in.ResourceRequest, &out.ResourceRequest
+		*out = make(v1.ResourceList, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val.DeepCopy()
+		}
+	}
 	out.HealthCheck = in.HealthCheck
 }
 

@@ -1,0 +1,167 @@
+// Package app implements ferryctl, ferry's command line (also `kubectl
+// ferry`): peering two clusters and showing peers. Everything it does can
+// be done by applying the same objects by hand; it is a convenience, the
+// controllers do the work.
+package app
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// NewCommand is ferryctl's root command.
+func NewCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "ferryctl",
+		Short:         "Peer Kubernetes clusters with ferry and inspect peerings",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newPeerCommand(), newUnpeerCommand(), newStatusCommand())
+	return root
+}
+
+// pair holds the flags naming the consumer and the provider.
+type pair struct {
+	consumerKubeconfig, consumerContext string
+	providerKubeconfig, providerContext string
+	timeout                             time.Duration
+}
+
+func (p *pair) bind(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&p.consumerKubeconfig, "consumer-kubeconfig", "", "kubeconfig of the consumer (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&p.consumerContext, "consumer-context", "", "context of the consumer in its kubeconfig (default: the current one)")
+	f.StringVar(&p.providerKubeconfig, "provider-kubeconfig", "", "kubeconfig of the provider (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&p.providerContext, "provider-context", "", "context of the provider in its kubeconfig (default: the current one)")
+	f.DurationVar(&p.timeout, "timeout", 2*time.Minute, "give up after this long")
+}
+
+func (p *pair) configs() (consumer, provider *rest.Config, err error) {
+	if consumer, err = loadConfig("--consumer-kubeconfig", p.consumerKubeconfig, p.consumerContext); err != nil {
+		return nil, nil, err
+	}
+	if provider, err = loadConfig("--provider-kubeconfig", p.providerKubeconfig, p.providerContext); err != nil {
+		return nil, nil, err
+	}
+	if p.timeout <= 0 {
+		return nil, nil, fmt.Errorf("--timeout %s: must be positive", p.timeout)
+	}
+	return consumer, provider, nil
+}
+
+// loadConfig reads a kubeconfig (the default loading rules when path is
+// empty) at a context (the current one when empty); errors name the flag.
+func loadConfig(flag, path, context string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%s %q (context %q): %w", flag, path, context, err)
+	}
+	cfg.Timeout = 15 * time.Second
+	return cfg, nil
+}
+
+func newPeerCommand() *cobra.Command {
+	var p pair
+	var resources string
+	var lifetime time.Duration
+	cmd := &cobra.Command{
+		Use:   "peer",
+		Short: "Let the consumer run pods in the provider: a virtual node appears in the consumer",
+		Long: `peer makes the provider create a tenant for the consumer and issue it a
+credential (a service-account token reaching the tenant only), stores it in the
+consumer, declares each cluster to the other with a ForeignCluster, and waits
+until the consumer's virtual node is Ready. A failure removes what was made.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			consumer, provider, err := p.configs()
+			if err != nil {
+				return err
+			}
+			req, err := ParseResources(resources)
+			if err != nil {
+				return err
+			}
+			if lifetime < 10*time.Minute {
+				return fmt.Errorf("--credential-lifetime %s: must be at least 10m (the API server's minimum)", lifetime)
+			}
+			start := time.Now()
+			if err := Peer(cmd.Context(), cmd.OutOrStdout(), consumer, provider, PeerOptions{Resources: req, Timeout: p.timeout, TokenLifetime: lifetime}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Peered in %s.\n", time.Since(start).Round(100*time.Millisecond))
+			return nil
+		},
+	}
+	p.bind(cmd)
+	cmd.Flags().StringVar(&resources, "resources", "", "fixed request instead of the provider's default share, e.g. cpu=8,memory=32Gi,nvidia.com/gpu=1")
+	cmd.Flags().DurationVar(&lifetime, "credential-lifetime", 30*24*time.Hour, "lifetime of the token issued to the consumer")
+	return cmd
+}
+
+func newUnpeerCommand() *cobra.Command {
+	var p pair
+	cmd := &cobra.Command{
+		Use:   "unpeer",
+		Short: "Undo a peering: remove the virtual node, the provider's tenant and the credential",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			consumer, provider, err := p.configs()
+			if err != nil {
+				return err
+			}
+			if err := Unpeer(cmd.Context(), cmd.OutOrStdout(), consumer, provider, p.timeout); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "Unpeered.")
+			return nil
+		},
+	}
+	p.bind(cmd)
+	return cmd
+}
+
+// ParseResources parses a fixed request like "cpu=8,memory=32Gi"; errors name
+// the flag and the bad entry. Empty is no request.
+func ParseResources(s string) (corev1.ResourceList, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := corev1.ResourceList{}
+	for entry := range strings.SplitSeq(s, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(entry), "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--resources: %q is not name=quantity", entry)
+		}
+		if errs := validation.IsQualifiedName(name); len(errs) > 0 {
+			return nil, fmt.Errorf("--resources: resource name %q: %s", name, errs[0])
+		}
+		q, err := resource.ParseQuantity(value)
+		if err != nil {
+			return nil, fmt.Errorf("--resources: %s=%q: %w", name, value, err)
+		}
+		if q.Sign() <= 0 {
+			return nil, fmt.Errorf("--resources: %s=%s: must be positive", name, value)
+		}
+		if _, dup := out[corev1.ResourceName(name)]; dup {
+			return nil, fmt.Errorf("--resources: %s is given twice", name)
+		}
+		out[corev1.ResourceName(name)] = q
+	}
+	return out, nil
+}
+
+func readFile(path string) ([]byte, error) { return os.ReadFile(path) }

@@ -1,0 +1,300 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/controllers/peering"
+)
+
+// cluster is one side of a peering, as ferryctl reaches it.
+type cluster struct {
+	role string // "consumer" or "provider", for messages
+	cfg  *rest.Config
+	kube kubernetes.Interface
+	c    client.Client
+	id   ferryv1alpha1.ClusterID
+}
+
+func connect(ctx context.Context, role string, cfg *rest.Config) (*cluster, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s kubeconfig: %w", role, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: peering.Scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("%s kubeconfig: %w", role, err)
+	}
+	id, err := peering.ReadClusterIdentity(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("%s cluster (%s): %w", role, cfg.Host, err)
+	}
+	return &cluster{role: role, cfg: cfg, kube: kube, c: c, id: id}, nil
+}
+
+// PeerOptions tune `ferryctl peer`.
+type PeerOptions struct {
+	// Resources is a fixed request; empty asks for the provider's default share.
+	Resources corev1.ResourceList
+	// Timeout bounds the whole peering.
+	Timeout time.Duration
+	// TokenLifetime of the credential issued to the consumer.
+	TokenLifetime time.Duration
+}
+
+// Peer makes the consumer use the provider: the same objects a user could
+// apply by hand, then a wait until the virtual node is Ready. On failure it
+// removes what it made, leaving no half-made peering.
+func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Config, opts PeerOptions) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	step := stepper(out, 6)
+
+	step("Reaching the consumer and the provider")
+	consumer, err := connect(ctx, "consumer", consumerCfg)
+	if err != nil {
+		return err
+	}
+	provider, err := connect(ctx, "provider", providerCfg)
+	if err != nil {
+		return err
+	}
+	if err := checkDistinct(ctx, consumer, provider); err != nil {
+		return err
+	}
+	if err := checkNotPeered(ctx, consumer, provider); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			fmt.Fprintf(out, "Peering failed; removing what was made: %v\n", err)
+			rollbackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if rbErr := unpeer(rollbackCtx, io.Discard, consumer, provider); rbErr != nil {
+				err = errors.Join(err, fmt.Errorf("roll back: %w", rbErr))
+			}
+		}
+	}()
+
+	step(fmt.Sprintf("Creating the tenant of consumer %q on provider %q", consumer.id, provider.id))
+	tenant := peering.TenantNamespace(consumer.id)
+	fcOnProvider := &ferryv1alpha1.ForeignCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: string(consumer.id)},
+		Spec:       ferryv1alpha1.ForeignClusterSpec{ClusterID: consumer.id, Role: ferryv1alpha1.RoleConsumer},
+	}
+	if err := provider.c.Create(ctx, fcOnProvider); err != nil {
+		return fmt.Errorf("declare consumer on provider: %w", err)
+	}
+	if err := waitFor(ctx, "the provider's controller to make the tenant", func(ctx context.Context) (bool, error) {
+		_, err := provider.kube.CoreV1().ServiceAccounts(tenant).Get(ctx, peering.ConsumerServiceAccount, metav1.GetOptions{})
+		return err == nil, client.IgnoreNotFound(err)
+	}); err != nil {
+		return err
+	}
+
+	step("Issuing the consumer's credential (a bound service-account token)")
+	kubeconfig, err := issueKubeconfig(ctx, provider, tenant, opts.TokenLifetime)
+	if err != nil {
+		return err
+	}
+
+	step("Storing the credential on the consumer")
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: peering.CredentialsSecretName(provider.id), Namespace: ferryv1alpha1.SystemNamespace,
+			Labels: map[string]string{ferryv1alpha1.LabelOriginCluster: string(provider.id)},
+		},
+		Data: map[string][]byte{ferryv1alpha1.KubeconfigSecretKey: kubeconfig},
+	}
+	if err := consumer.c.Create(ctx, secret); err != nil {
+		return fmt.Errorf("store credential on consumer: %w", err)
+	}
+
+	step(fmt.Sprintf("Declaring provider %q on the consumer", provider.id))
+	fcOnConsumer := &ferryv1alpha1.ForeignCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: string(provider.id)},
+		Spec: ferryv1alpha1.ForeignClusterSpec{
+			ClusterID:            provider.id,
+			Role:                 ferryv1alpha1.RoleProvider,
+			APIServerURL:         provider.cfg.Host,
+			CredentialsSecretRef: &ferryv1alpha1.SecretReference{Name: secret.Name, Namespace: secret.Namespace},
+			ResourceRequest:      opts.Resources,
+		},
+	}
+	if err := consumer.c.Create(ctx, fcOnConsumer); err != nil {
+		return fmt.Errorf("declare provider on consumer: %w", err)
+	}
+
+	step("Waiting for the grant and the virtual node")
+	var last string
+	return waitFor(ctx, "the virtual node to be Ready", func(ctx context.Context) (bool, error) {
+		if err := consumer.c.Get(ctx, client.ObjectKeyFromObject(fcOnConsumer), fcOnConsumer); err != nil {
+			return false, err
+		}
+		if c := meta.FindStatusCondition(fcOnConsumer.Status.Conditions, ferryv1alpha1.ForeignClusterResourcesGranted); c != nil && c.Status == metav1.ConditionFalse && c.Reason == "Refused" {
+			return false, fmt.Errorf("the provider refused the request: %s", c.Message)
+		}
+		if c := meta.FindStatusCondition(fcOnConsumer.Status.Conditions, ferryv1alpha1.ForeignClusterAuthenticated); c != nil && c.Status == metav1.ConditionFalse {
+			return false, fmt.Errorf("the provider refused the credential: %s", c.Message)
+		}
+		if s := conditionSummary(fcOnConsumer); s != last {
+			fmt.Fprintf(out, "      %s\n", s)
+			last = s
+		}
+		c := meta.FindStatusCondition(fcOnConsumer.Status.Conditions, ferryv1alpha1.ForeignClusterVirtualNodeReady)
+		return c != nil && c.Status == metav1.ConditionTrue, nil
+	})
+}
+
+// issueKubeconfig asks the provider for a token of the consumer's service
+// account and wraps it in a kubeconfig whose context names the tenant.
+func issueKubeconfig(ctx context.Context, provider *cluster, tenant string, lifetime time.Duration) ([]byte, error) {
+	tr, err := provider.kube.CoreV1().ServiceAccounts(tenant).CreateToken(ctx, peering.ConsumerServiceAccount, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(lifetime.Seconds()))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("issue a token for %s/%s on the provider: %w", tenant, peering.ConsumerServiceAccount, err)
+	}
+	ca := provider.cfg.CAData
+	if len(ca) == 0 && provider.cfg.CAFile != "" {
+		if ca, err = readFile(provider.cfg.CAFile); err != nil {
+			return nil, fmt.Errorf("read the provider's CA: %w", err)
+		}
+	}
+	name := string(provider.id)
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[name] = &clientcmdapi.Cluster{Server: provider.cfg.Host, CertificateAuthorityData: ca}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name, Namespace: tenant}
+	cfg.CurrentContext = name
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encode the consumer's kubeconfig: %w", err)
+	}
+	return data, nil
+}
+
+// checkDistinct refuses to peer a cluster with itself, by ID and by the UID
+// of kube-system (two kubeconfigs may name the same cluster differently).
+func checkDistinct(ctx context.Context, consumer, provider *cluster) error {
+	if consumer.id == provider.id {
+		return fmt.Errorf("cannot peer cluster %q with itself: the consumer and provider kubeconfigs reach clusters with the same ID", consumer.id)
+	}
+	a, errA := consumer.kube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	b, errB := provider.kube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if errA == nil && errB == nil && a.UID == b.UID {
+		return fmt.Errorf("cannot peer a cluster with itself: %s and %s are the same cluster", consumer.cfg.Host, provider.cfg.Host)
+	}
+	return nil
+}
+
+func checkNotPeered(ctx context.Context, consumer, provider *cluster) error {
+	var fc ferryv1alpha1.ForeignCluster
+	if err := consumer.c.Get(ctx, client.ObjectKey{Name: string(provider.id)}, &fc); err == nil {
+		return fmt.Errorf("already peered: consumer %q has ForeignCluster %q for provider %q; run `ferryctl unpeer` first", consumer.id, fc.Name, provider.id)
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("check for an existing peering on the consumer: %w", err)
+	}
+	if err := provider.c.Get(ctx, client.ObjectKey{Name: string(consumer.id)}, &fc); err == nil && fc.Spec.Role != ferryv1alpha1.RoleProvider {
+		return fmt.Errorf("already peered: provider %q already serves consumer %q (ForeignCluster %q); run `ferryctl unpeer` first", provider.id, consumer.id, fc.Name)
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("check for an existing peering on the provider: %w", err)
+	}
+	return nil
+}
+
+// Unpeer removes a peering from both sides; removing one that does not
+// exist is no error.
+func Unpeer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Config, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	consumer, err := connect(ctx, "consumer", consumerCfg)
+	if err != nil {
+		return err
+	}
+	provider, err := connect(ctx, "provider", providerCfg)
+	if err != nil {
+		return err
+	}
+	return unpeer(ctx, out, consumer, provider)
+}
+
+func unpeer(ctx context.Context, out io.Writer, consumer, provider *cluster) error {
+	step := stepper(out, 3)
+	step(fmt.Sprintf("Removing provider %q from the consumer (virtual node, request, credential)", provider.id))
+	if err := deleteAndWait(ctx, consumer.c, &ferryv1alpha1.ForeignCluster{ObjectMeta: metav1.ObjectMeta{Name: string(provider.id)}}); err != nil {
+		return fmt.Errorf("on the consumer: %w", err)
+	}
+	// A credential stored before the ForeignCluster existed (a failed peer).
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: peering.CredentialsSecretName(provider.id), Namespace: ferryv1alpha1.SystemNamespace}}
+	if err := consumer.c.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete credential on the consumer: %w", err)
+	}
+	step(fmt.Sprintf("Removing consumer %q from the provider (tenant, revoking the credential)", consumer.id))
+	if err := deleteAndWait(ctx, provider.c, &ferryv1alpha1.ForeignCluster{ObjectMeta: metav1.ObjectMeta{Name: string(consumer.id)}}); err != nil {
+		return fmt.Errorf("on the provider: %w", err)
+	}
+	step("Waiting for the tenant namespace to go")
+	tenant := peering.TenantNamespace(consumer.id)
+	return waitFor(ctx, "tenant namespace "+tenant+" to be deleted", func(ctx context.Context) (bool, error) {
+		_, err := provider.kube.CoreV1().Namespaces().Get(ctx, tenant, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+}
+
+func deleteAndWait(ctx context.Context, c client.Client, obj client.Object) error {
+	if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete %s: %w", obj.GetName(), err)
+	}
+	return waitFor(ctx, fmt.Sprintf("ForeignCluster %s to be cleaned up by ferry-controller-manager", obj.GetName()), func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+}
+
+// waitFor polls done every 200ms until it is true, fails, or ctx ends; the
+// timeout error says what was awaited.
+func waitFor(ctx context.Context, what string, done func(context.Context) (bool, error)) error {
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, done)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("timed out waiting for %s (raise --timeout?)", what)
+	}
+	return err
+}
+
+func stepper(out io.Writer, total int) func(string) {
+	n := 0
+	return func(msg string) {
+		n++
+		fmt.Fprintf(out, "[%d/%d] %s\n", n, total, msg)
+	}
+}
+
+func conditionSummary(fc *ferryv1alpha1.ForeignCluster) string {
+	s := ""
+	for _, t := range []string{ferryv1alpha1.ForeignClusterAPIServerReady, ferryv1alpha1.ForeignClusterAuthenticated, ferryv1alpha1.ForeignClusterResourcesGranted, ferryv1alpha1.ForeignClusterVirtualNodeReady} {
+		status := "Unknown"
+		if c := meta.FindStatusCondition(fc.Status.Conditions, t); c != nil {
+			status = string(c.Status)
+		}
+		s += fmt.Sprintf("%s=%s ", t, status)
+	}
+	return s
+}

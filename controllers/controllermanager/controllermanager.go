@@ -1,0 +1,85 @@
+// Package controllermanager assembles ferry's controllers into one
+// controller-runtime manager: the library behind ferry-controller-manager,
+// also run in-process by the end-to-end tests.
+package controllermanager
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/controllers/peering"
+	"github.com/ferry-io/ferry/controllers/peering/grant"
+)
+
+// Options configure ferry's controllers in one cluster.
+type Options struct {
+	// ClusterID of this cluster, recorded at the first start.
+	ClusterID ferryv1alpha1.ClusterID
+	// SharingPercentage of free resources granted to each consumer (1-100).
+	SharingPercentage int
+	// GrantDebounce delays re-granting after node and pod changes.
+	GrantDebounce time.Duration
+	// Launcher runs the virtual kubelets of this cluster's virtual nodes.
+	Launcher peering.VirtualKubeletLauncher
+	// MetricsAddr serves Prometheus metrics ("0" disables).
+	MetricsAddr string
+	// HealthAddr serves /healthz and /readyz ("0" disables).
+	HealthAddr string
+}
+
+// Validate reports the first bad option, naming its flag.
+func (o Options) Validate() error {
+	if err := peering.ValidateClusterID("--cluster-id", string(o.ClusterID)); err != nil {
+		return err
+	}
+	if _, err := grant.Share(nil, o.SharingPercentage); err != nil {
+		return fmt.Errorf("--sharing-percentage: %w", err)
+	}
+	if o.GrantDebounce < 0 {
+		return fmt.Errorf("--grant-debounce %s: must not be negative", o.GrantDebounce)
+	}
+	if o.Launcher == nil {
+		return fmt.Errorf("no virtual kubelet launcher")
+	}
+	return nil
+}
+
+// New records the cluster's identity and returns a manager running the
+// peering controllers (provider and consumer sides: a cluster can be both).
+func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: peering.Scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("build client: %w", err)
+	}
+	if err := peering.EnsureClusterIdentity(ctx, direct, opts.ClusterID); err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 peering.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: opts.HealthAddr,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build manager: %w", err)
+	}
+	if err := (&peering.TenantReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up tenant controller: %w", err)
+	}
+	if err := (&peering.GrantReconciler{Client: mgr.GetClient(), SharingPercentage: opts.SharingPercentage, Debounce: opts.GrantDebounce}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up grant controller: %w", err)
+	}
+	if err := (&peering.PeerReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Launcher: opts.Launcher}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up peer controller: %w", err)
+	}
+	return mgr, nil
+}

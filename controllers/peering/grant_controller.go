@@ -1,0 +1,171 @@
+package peering
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/controllers/peering/grant"
+)
+
+// GrantReconciler answers consumers' ResourceSlices on a provider. Without a
+// fixed request, a consumer is granted SharingPercentage of the unrequested
+// resources of the provider's eligible nodes (its own offloaded pods count
+// as part of its grant); node and pod changes re-grant after Debounce, once
+// for a burst of changes.
+type GrantReconciler struct {
+	client.Client
+	// SharingPercentage of free resources granted by default (1-100).
+	SharingPercentage int
+	// Debounce delays re-granting after node and pod changes.
+	Debounce time.Duration
+}
+
+// +kubebuilder:rbac:groups=ferry.io,resources=resourceslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ferry.io,resources=resourceslices/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=nodes;pods,verbs=get;list;watch
+
+// Reconcile grants one ResourceSlice.
+func (r *GrantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var slice ferryv1alpha1.ResourceSlice
+	if err := r.Get(ctx, req.NamespacedName, &slice); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !slice.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list nodes: %w", err)
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list pods: %w", err)
+	}
+	consumer := string(slice.Spec.ConsumerClusterID)
+	free := grant.ComputeFree(nodes.Items, pods.Items, func(p *corev1.Pod) bool {
+		return p.Labels[ferryv1alpha1.LabelOriginCluster] != consumer
+	})
+
+	status := slice.Status.DeepCopy()
+	status.ObservedGeneration = slice.Generation
+	var granted corev1.ResourceList
+	var err error
+	if len(slice.Spec.Resources) > 0 {
+		granted, err = grant.Fixed(slice.Spec.Resources, free.Total)
+	} else {
+		granted, err = grant.Share(free.Total, r.SharingPercentage)
+	}
+	cond := metav1.Condition{Type: ferryv1alpha1.ResourceSliceGranted, ObservedGeneration: slice.Generation}
+	if err != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "Refused", err.Error()
+		status.Resources, status.NodeShapes = nil, nil
+	} else {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "Granted", grantMessage(len(slice.Spec.Resources) > 0, r.SharingPercentage)
+		status.Resources = granted
+		status.NodeShapes = grant.Shapes(free)
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
+	if equality.Semantic.DeepEqual(status, &slice.Status) {
+		return ctrl.Result{}, nil // nothing changed: no write
+	}
+	slice.Status = *status
+	if err := r.Status().Update(ctx, &slice); err != nil {
+		return ctrl.Result{}, fmt.Errorf("update grant of %s: %w", req, err)
+	}
+	log.FromContext(ctx).Info("Granted resources", "consumer", consumer, "resources", granted, "error", err)
+	return ctrl.Result{}, nil
+}
+
+func grantMessage(fixed bool, percent int) string {
+	if fixed {
+		return "fixed request, capped by what is free"
+	}
+	return fmt.Sprintf("%d%% of the provider's unrequested resources", percent)
+}
+
+// SetupWithManager registers the reconciler: ResourceSlices directly, node
+// and pod changes debounced into one re-grant of every slice.
+func (r *GrantReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if _, err := grant.Share(nil, r.SharingPercentage); err != nil {
+		return fmt.Errorf("--sharing-percentage: %w", err)
+	}
+	regrant := &debouncedRegrant{c: mgr.GetClient(), delay: r.Debounce}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("grant").
+		For(&ferryv1alpha1.ResourceSlice{}).
+		Watches(&corev1.Node{}, regrant).
+		Watches(&corev1.Pod{}, regrant).
+		Complete(r)
+}
+
+// debouncedRegrant enqueues every ResourceSlice after a delay on any node or
+// pod event. The work queue keeps one pending entry per slice, so a burst of
+// events costs one reconcile per slice.
+type debouncedRegrant struct {
+	c     client.Client
+	delay time.Duration
+}
+
+var _ handler.EventHandler = &debouncedRegrant{}
+
+func (d *debouncedRegrant) enqueueAll(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	var slices ferryv1alpha1.ResourceSliceList
+	if err := d.c.List(ctx, &slices); err != nil {
+		log.FromContext(ctx).Error(err, "List ResourceSlices to re-grant")
+		return
+	}
+	for _, s := range slices.Items {
+		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}}, d.delay)
+	}
+}
+
+func (d *debouncedRegrant) Create(ctx context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	d.enqueueAll(ctx, q)
+}
+
+func (d *debouncedRegrant) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if !grantRelevantChange(e.ObjectOld, e.ObjectNew) {
+		return // e.g. a node heartbeat: the grant cannot change
+	}
+	d.enqueueAll(ctx, q)
+}
+
+func (d *debouncedRegrant) Delete(ctx context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	d.enqueueAll(ctx, q)
+}
+
+func (d *debouncedRegrant) Generic(ctx context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	d.enqueueAll(ctx, q)
+}
+
+// grantRelevantChange filters node heartbeats and pod status churn that
+// cannot change what is free.
+func grantRelevantChange(old, cur client.Object) bool {
+	switch o := old.(type) {
+	case *corev1.Node:
+		n := cur.(*corev1.Node)
+		return grant.Eligible(o) != grant.Eligible(n) ||
+			!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable) ||
+			o.Labels[ferryv1alpha1.LabelNodeType] != n.Labels[ferryv1alpha1.LabelNodeType]
+	case *corev1.Pod:
+		p := cur.(*corev1.Pod)
+		return o.Spec.NodeName != p.Spec.NodeName || o.Status.Phase != p.Status.Phase ||
+			!equality.Semantic.DeepEqual(grant.PodRequests(o), grant.PodRequests(p))
+	}
+	return true
+}

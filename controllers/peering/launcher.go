@@ -1,0 +1,160 @@
+package peering
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// VirtualKubeletLauncher runs one virtual kubelet per VirtualNode. In a real
+// cluster that is a Deployment; on the test bed and in the demo, a local
+// process or a goroutine.
+type VirtualKubeletLauncher interface {
+	// Ensure starts the virtual kubelet of a VirtualNode unless it runs.
+	Ensure(ctx context.Context, virtualNode types.NamespacedName) error
+	// Remove stops it; stopping one that does not run is no error.
+	Remove(ctx context.Context, virtualNode types.NamespacedName) error
+}
+
+// FuncLauncher runs virtual kubelets as goroutines calling Run, which must
+// block until its context ends. Tests and single-binary setups use it.
+type FuncLauncher struct {
+	Run func(ctx context.Context, virtualNode types.NamespacedName) error
+
+	mu      sync.Mutex
+	running map[types.NamespacedName]*runningKubelet
+}
+
+type runningKubelet struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Ensure implements VirtualKubeletLauncher.
+func (l *FuncLauncher) Ensure(ctx context.Context, vn types.NamespacedName) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running == nil {
+		l.running = map[types.NamespacedName]*runningKubelet{}
+	}
+	if rk, ok := l.running[vn]; ok {
+		select {
+		case <-rk.done: // it ended on its own: start it again
+		default:
+			return nil
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	rk := &runningKubelet{cancel: cancel, done: make(chan struct{})}
+	l.running[vn] = rk
+	logger := log.FromContext(ctx).WithValues("virtualNode", vn)
+	go func() {
+		defer close(rk.done)
+		if err := l.Run(runCtx, vn); err != nil {
+			logger.Error(err, "Virtual kubelet ended")
+		}
+	}()
+	logger.Info("Started virtual kubelet")
+	return nil
+}
+
+// Remove implements VirtualKubeletLauncher.
+func (l *FuncLauncher) Remove(_ context.Context, vn types.NamespacedName) error {
+	l.mu.Lock()
+	rk, ok := l.running[vn]
+	delete(l.running, vn)
+	l.mu.Unlock()
+	if ok {
+		rk.cancel()
+		<-rk.done
+	}
+	return nil
+}
+
+// ProcessLauncher runs virtual kubelets as local processes of the
+// ferry-virtual-kubelet binary, for the demo: each logs to
+// LogDir/<name>.log and dies with the controller manager.
+type ProcessLauncher struct {
+	// Binary is the ferry-virtual-kubelet executable.
+	Binary string
+	// Kubeconfig of the local cluster, passed to the virtual kubelet.
+	Kubeconfig string
+	// LogDir receives one log file per virtual kubelet.
+	LogDir string
+	// ExtraArgs are appended to every virtual kubelet's flags.
+	ExtraArgs []string
+
+	mu      sync.Mutex
+	running map[types.NamespacedName]*exec.Cmd
+	exited  map[types.NamespacedName]chan struct{}
+}
+
+// Ensure implements VirtualKubeletLauncher.
+func (l *ProcessLauncher) Ensure(ctx context.Context, vn types.NamespacedName) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running == nil {
+		l.running, l.exited = map[types.NamespacedName]*exec.Cmd{}, map[types.NamespacedName]chan struct{}{}
+	}
+	if done, ok := l.exited[vn]; ok {
+		select {
+		case <-done:
+		default:
+			return nil
+		}
+	}
+	logFile, err := os.OpenFile(filepath.Join(l.LogDir, "virtual-kubelet-"+vn.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open virtual kubelet log: %w", err)
+	}
+	args := append([]string{
+		"--kubeconfig=" + l.Kubeconfig,
+		"--virtual-node-namespace=" + vn.Namespace,
+		"--virtual-node-name=" + vn.Name,
+	}, l.ExtraArgs...)
+	cmd := exec.Command(l.Binary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("start virtual kubelet %s: %w", l.Binary, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		close(done)
+	}()
+	l.running[vn], l.exited[vn] = cmd, done
+	log.FromContext(ctx).Info("Started virtual kubelet process", "virtualNode", vn, "pid", cmd.Process.Pid)
+	return nil
+}
+
+// Remove implements VirtualKubeletLauncher.
+func (l *ProcessLauncher) Remove(_ context.Context, vn types.NamespacedName) error {
+	l.mu.Lock()
+	cmd, ok := l.running[vn]
+	done := l.exited[vn]
+	delete(l.running, vn)
+	delete(l.exited, vn)
+	l.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	return nil
+}

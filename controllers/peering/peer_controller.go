@@ -1,0 +1,347 @@
+package peering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+// PeerReconciler follows, on a consumer, each provider this cluster peers
+// with: it probes the provider's API server, asks for resources in its
+// tenant namespace, turns the grant into a VirtualNode served by a virtual
+// kubelet, and reports it all as ForeignCluster conditions. Deleting the
+// ForeignCluster (unpeering) removes the virtual node, the remote request and
+// the credential.
+type PeerReconciler struct {
+	client.Client
+	// ClusterID of this (the consumer) cluster.
+	ClusterID ferryv1alpha1.ClusterID
+	// Launcher runs the virtual kubelets.
+	Launcher VirtualKubeletLauncher
+	// ProviderQPS and ProviderBurst bound the requests to each provider.
+	ProviderQPS   float32
+	ProviderBurst int
+
+	mu        sync.Mutex
+	providers map[string]cachedProvider // by ForeignCluster name
+}
+
+// cachedProvider keeps clients (and their discovery) across reconciles until
+// the credential changes, so following a provider at rest costs two requests
+// a period.
+type cachedProvider struct {
+	secretVersion string
+	*provider
+}
+
+// +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ferry.io,resources=virtualnodes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;delete
+
+// Reconcile follows one provider.
+func (r *PeerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var fc ferryv1alpha1.ForeignCluster
+	if err := r.Get(ctx, req.NamespacedName, &fc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !fc.DeletionTimestamp.IsZero() || !isProvider(&fc) {
+		return ctrl.Result{}, r.unpeer(ctx, &fc)
+	}
+	if controllerutil.AddFinalizer(&fc, PeerFinalizer) {
+		if err := r.Update(ctx, &fc); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	period := time.Duration(fc.Spec.HealthCheck.PeriodSeconds) * time.Second
+	if period <= 0 {
+		period = 10 * time.Second
+	}
+	status := fc.Status.DeepCopy()
+	status.ObservedGeneration = fc.Generation
+	r.follow(ctx, &fc, status)
+
+	if !equality.Semantic.DeepEqual(status, &fc.Status) {
+		fc.Status = *status
+		if err := r.Status().Update(ctx, &fc); err != nil {
+			return ctrl.Result{}, fmt.Errorf("update status of %s: %w", fc.Name, err)
+		}
+	}
+	return ctrl.Result{RequeueAfter: period}, nil
+}
+
+// follow runs one round of peering with the provider, recording each step as
+// a condition; a failed step leaves the later ones as they were.
+func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, status *ferryv1alpha1.ForeignClusterStatus) {
+	set := func(t string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: fc.Generation})
+	}
+	prov, err := r.providerClient(ctx, fc)
+	if err != nil {
+		set(ferryv1alpha1.ForeignClusterAuthenticated, false, "CredentialsInvalid", err.Error())
+		return
+	}
+	status.RemoteTenantNamespace = prov.namespace
+
+	timeout := time.Duration(fc.Spec.HealthCheck.TimeoutSeconds) * time.Second
+	probeCtx, cancel := context.WithTimeout(ctx, max(timeout, time.Second))
+	_, err = prov.kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(probeCtx)
+	cancel()
+	if err != nil {
+		set(ferryv1alpha1.ForeignClusterAPIServerReady, false, "Unreachable", err.Error())
+		return
+	}
+	set(ferryv1alpha1.ForeignClusterAPIServerReady, true, "Ready", "the provider's API server answers /readyz")
+	if status.APIServerVersion == "" {
+		if v, err := prov.kube.Discovery().ServerVersion(); err == nil {
+			status.APIServerVersion = v.GitVersion
+		}
+	}
+
+	slice, err := r.ensureResourceSlice(ctx, prov, fc)
+	switch {
+	case apierrors.IsUnauthorized(err):
+		set(ferryv1alpha1.ForeignClusterAuthenticated, false, "Unauthorized", "the provider refused the credential: "+err.Error())
+		return
+	case apierrors.IsForbidden(err):
+		set(ferryv1alpha1.ForeignClusterAuthenticated, false, "Forbidden", "the credential may not ask for resources: "+err.Error())
+		return
+	case err != nil:
+		set(ferryv1alpha1.ForeignClusterResourcesGranted, false, "RequestFailed", err.Error())
+		return
+	}
+	set(ferryv1alpha1.ForeignClusterAuthenticated, true, "Accepted", "the provider accepts the credential")
+
+	granted := meta.FindStatusCondition(slice.Status.Conditions, ferryv1alpha1.ResourceSliceGranted)
+	if granted == nil || granted.ObservedGeneration != slice.Generation {
+		set(ferryv1alpha1.ForeignClusterResourcesGranted, false, "Pending", "waiting for the provider to grant resources")
+		return
+	}
+	if granted.Status != metav1.ConditionTrue {
+		set(ferryv1alpha1.ForeignClusterResourcesGranted, false, granted.Reason, granted.Message)
+		return
+	}
+	set(ferryv1alpha1.ForeignClusterResourcesGranted, true, "Granted", resourceSummary(slice.Status.Resources))
+
+	vn, err := r.ensureVirtualNode(ctx, fc, slice)
+	if err != nil {
+		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualNodeFailed", err.Error())
+		return
+	}
+	if err := r.Launcher.Ensure(ctx, client.ObjectKeyFromObject(vn)); err != nil {
+		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualKubeletFailed", err.Error())
+		return
+	}
+	if ready := meta.FindStatusCondition(vn.Status.Conditions, ferryv1alpha1.VirtualNodeNodeReady); ready != nil {
+		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, ready.Status == metav1.ConditionTrue, ready.Reason, ready.Message)
+	} else {
+		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "Starting", "the virtual kubelet has not reported yet")
+	}
+}
+
+// provider is a client for a provider, as the consumer's credential allows.
+type provider struct {
+	cfg       *rest.Config
+	kube      kubernetes.Interface
+	ctrl      client.Client
+	namespace string // the tenant namespace, from the kubeconfig's context
+}
+
+func (r *PeerReconciler) providerClient(ctx context.Context, fc *ferryv1alpha1.ForeignCluster) (*provider, error) {
+	ref := fc.Spec.CredentialsSecretRef
+	if ref == nil {
+		return nil, errors.New("spec.credentialsSecretRef is not set")
+	}
+	var secret corev1.Secret
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &secret); err != nil {
+		return nil, fmt.Errorf("read credentials Secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.providers[fc.Name]; ok && c.secretVersion == secret.ResourceVersion {
+		return c.provider, nil
+	}
+	p, err := providerFromKubeconfig(secret.Data[ferryv1alpha1.KubeconfigSecretKey], fmt.Sprintf("Secret %s/%s key %q", ref.Namespace, ref.Name, ferryv1alpha1.KubeconfigSecretKey), r.ProviderQPS, r.ProviderBurst)
+	if err != nil {
+		return nil, err
+	}
+	if r.providers == nil {
+		r.providers = map[string]cachedProvider{}
+	}
+	r.providers[fc.Name] = cachedProvider{secretVersion: secret.ResourceVersion, provider: p}
+	return p, nil
+}
+
+func (r *PeerReconciler) forgetProvider(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.providers, name)
+}
+
+// providerFromKubeconfig builds provider clients from a kubeconfig whose
+// current context names the tenant namespace; where says where it came from.
+func providerFromKubeconfig(data []byte, where string, qps float32, burst int) (*provider, error) {
+	if len(data) == 0 {
+		return nil, fmt.Errorf("%s: no kubeconfig", where)
+	}
+	cc, err := clientcmd.NewClientConfigFromBytes(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil || ns == "" || ns == metav1.NamespaceDefault {
+		return nil, fmt.Errorf("%s: the current context must name the tenant namespace", where)
+	}
+	cfg.QPS, cfg.Burst = qps, burst
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return &provider{cfg: cfg, kube: kube, ctrl: c, namespace: ns}, nil
+}
+
+// ensureResourceSlice makes the consumer's request in its tenant namespace
+// match spec.resourceRequest, writing only when it differs.
+func (r *PeerReconciler) ensureResourceSlice(ctx context.Context, prov *provider, fc *ferryv1alpha1.ForeignCluster) (*ferryv1alpha1.ResourceSlice, error) {
+	var slice ferryv1alpha1.ResourceSlice
+	key := types.NamespacedName{Namespace: prov.namespace, Name: string(r.ClusterID)}
+	err := prov.ctrl.Get(ctx, key, &slice)
+	if apierrors.IsNotFound(err) {
+		slice = ferryv1alpha1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{ferryv1alpha1.LabelOriginCluster: string(r.ClusterID)}},
+			Spec:       ferryv1alpha1.ResourceSliceSpec{ConsumerClusterID: r.ClusterID, Resources: fc.Spec.ResourceRequest},
+		}
+		if err := prov.ctrl.Create(ctx, &slice); err != nil {
+			return nil, fmt.Errorf("ask for resources (create ResourceSlice %s): %w", key, err)
+		}
+		log.FromContext(ctx).Info("Asked provider for resources", "provider", fc.Spec.ClusterID, "request", fc.Spec.ResourceRequest)
+		return &slice, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read ResourceSlice %s: %w", key, err)
+	}
+	if !equality.Semantic.DeepEqual(slice.Spec.Resources, fc.Spec.ResourceRequest) {
+		slice.Spec.Resources = fc.Spec.ResourceRequest
+		if err := prov.ctrl.Update(ctx, &slice); err != nil {
+			return nil, fmt.Errorf("update ResourceSlice %s: %w", key, err)
+		}
+	}
+	return &slice, nil
+}
+
+// ensureVirtualNode makes the VirtualNode standing for the provider match the
+// grant. It lives beside the credentials Secret, which it references.
+func (r *PeerReconciler) ensureVirtualNode(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, slice *ferryv1alpha1.ResourceSlice) (*ferryv1alpha1.VirtualNode, error) {
+	vn := &ferryv1alpha1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Name: VirtualNodeName(fc.Spec.ClusterID), Namespace: fc.Spec.CredentialsSecretRef.Namespace}}
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, vn, func() error {
+		vn.Labels = mergeLabels(vn.Labels, map[string]string{ferryv1alpha1.LabelClusterID: string(fc.Spec.ClusterID)})
+		vn.Spec.ClusterID = fc.Spec.ClusterID
+		vn.Spec.NodeName = VirtualNodeName(fc.Spec.ClusterID)
+		vn.Spec.Resources = slice.Status.Resources
+		vn.Spec.NodeShapes = slice.Status.NodeShapes
+		vn.Spec.Labels = slice.Status.Labels
+		vn.Spec.KubeconfigSecretRef = corev1.LocalObjectReference{Name: fc.Spec.CredentialsSecretRef.Name}
+		return controllerutil.SetControllerReference(fc, vn, r.Scheme())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure VirtualNode %s/%s: %w", vn.Namespace, vn.Name, err)
+	}
+	return vn, nil
+}
+
+// unpeer removes, in order, the virtual kubelet, the VirtualNode and its
+// Node, the request on the provider (best effort: the provider removes its
+// tenant on its own) and the credential ferryctl stored, then lets the
+// ForeignCluster go. Every step tolerates having been done already.
+func (r *PeerReconciler) unpeer(ctx context.Context, fc *ferryv1alpha1.ForeignCluster) error {
+	if !controllerutil.ContainsFinalizer(fc, PeerFinalizer) {
+		return nil
+	}
+	logger := log.FromContext(ctx).WithValues("provider", fc.Spec.ClusterID)
+	ns := ferryv1alpha1.SystemNamespace
+	if fc.Spec.CredentialsSecretRef != nil {
+		ns = fc.Spec.CredentialsSecretRef.Namespace
+	}
+	vnKey := types.NamespacedName{Namespace: ns, Name: VirtualNodeName(fc.Spec.ClusterID)}
+	if err := r.Launcher.Remove(ctx, vnKey); err != nil {
+		return fmt.Errorf("stop virtual kubelet: %w", err)
+	}
+	if err := r.Delete(ctx, &ferryv1alpha1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Name: vnKey.Name, Namespace: vnKey.Namespace}}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete VirtualNode %s: %w", vnKey, err)
+	}
+	if err := r.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: VirtualNodeName(fc.Spec.ClusterID)}}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete virtual node: %w", err)
+	}
+	if prov, err := r.providerClient(ctx, fc); err == nil {
+		slice := &ferryv1alpha1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: string(r.ClusterID), Namespace: prov.namespace}}
+		delCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := prov.ctrl.Delete(delCtx, slice); client.IgnoreNotFound(err) != nil {
+			logger.Info("Could not delete the ResourceSlice on the provider; its tenant removal will", "error", err.Error())
+		}
+		cancel()
+	}
+	if ref := fc.Spec.CredentialsSecretRef; ref != nil {
+		var secret corev1.Secret
+		err := r.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &secret)
+		if err == nil && secret.Labels[ferryv1alpha1.LabelOriginCluster] == string(fc.Spec.ClusterID) {
+			if err := r.Delete(ctx, &secret); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete credentials Secret: %w", err)
+			}
+		} else if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("read credentials Secret: %w", err)
+		}
+	}
+	r.forgetProvider(fc.Name)
+	logger.Info("Unpeered")
+	controllerutil.RemoveFinalizer(fc, PeerFinalizer)
+	return r.Update(ctx, fc)
+}
+
+func resourceSummary(res corev1.ResourceList) string {
+	cpu, mem, pods := res[corev1.ResourceCPU], res[corev1.ResourceMemory], res[corev1.ResourcePods]
+	return fmt.Sprintf("cpu %s, memory %s, pods %s", cpu.String(), mem.String(), pods.String())
+}
+
+// SetupWithManager registers the reconciler; a VirtualNode's status change
+// (its node turning Ready or NotReady) re-reconciles its ForeignCluster.
+func (r *PeerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.ProviderQPS == 0 {
+		r.ProviderQPS, r.ProviderBurst = 20, 40
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("peer").
+		For(&ferryv1alpha1.ForeignCluster{}).
+		Owns(&ferryv1alpha1.VirtualNode{}).
+		Complete(r)
+}

@@ -1,0 +1,123 @@
+package peering
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+// TenantReconciler gives each consumer peered with this provider a tenant
+// namespace, a service account and a Role reaching that namespace only, and
+// removes them all (revoking the consumer's tokens) when the ForeignCluster
+// goes.
+type TenantReconciler struct {
+	client.Client
+}
+
+// +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete;bind;escalate
+
+// Reconcile makes the tenant of one consumer.
+func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var fc ferryv1alpha1.ForeignCluster
+	if err := r.Get(ctx, req.NamespacedName, &fc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	tenant := tenantNamespaceOf(&fc)
+	logger := log.FromContext(ctx).WithValues("consumer", fc.Spec.ClusterID, "tenant", tenant)
+
+	if !fc.DeletionTimestamp.IsZero() || !isConsumer(&fc) {
+		if !controllerutil.ContainsFinalizer(&fc, TenantFinalizer) {
+			return ctrl.Result{}, nil
+		}
+		// Deleting the namespace deletes the service account, which
+		// invalidates every token issued for it: the credential is revoked.
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}
+		if err := r.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("delete tenant namespace %s: %w", tenant, err)
+		}
+		logger.Info("Removed consumer tenant")
+		controllerutil.RemoveFinalizer(&fc, TenantFinalizer)
+		return ctrl.Result{}, r.Update(ctx, &fc)
+	}
+
+	if controllerutil.AddFinalizer(&fc, TenantFinalizer) {
+		if err := r.Update(ctx, &fc); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	origin := map[string]string{ferryv1alpha1.LabelOriginCluster: string(fc.Spec.ClusterID)}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}
+	if _, err := controllerutil.CreateOrPatch(ctx, r.Client, ns, func() error {
+		ns.Labels = mergeLabels(ns.Labels, origin)
+		return nil
+	}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("ensure tenant namespace %s: %w", tenant, err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ConsumerServiceAccount, Namespace: tenant}}
+	if _, err := controllerutil.CreateOrPatch(ctx, r.Client, sa, func() error {
+		sa.Labels = mergeLabels(sa.Labels, origin)
+		return nil
+	}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("ensure consumer service account: %w", err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: ConsumerRole, Namespace: tenant}}
+	if _, err := controllerutil.CreateOrPatch(ctx, r.Client, role, func() error {
+		role.Labels = mergeLabels(role.Labels, origin)
+		role.Rules = consumerRules()
+		return nil
+	}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("ensure consumer role: %w", err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ConsumerRole, Namespace: tenant}}
+	if _, err := controllerutil.CreateOrPatch(ctx, r.Client, binding, func() error {
+		binding.Labels = mergeLabels(binding.Labels, origin)
+		binding.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ConsumerRole}
+		binding.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ConsumerServiceAccount, Namespace: tenant}}
+		return nil
+	}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("ensure consumer role binding: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+
+// consumerRules is all a consumer may do in its tenant namespace: ask for
+// resources and renew its own credential. Later features add rules in the
+// twin namespaces the provider makes for it, never cluster-wide.
+func consumerRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"resourceslices/status"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{ConsumerServiceAccount}, Verbs: []string{"create"}},
+	}
+}
+
+func mergeLabels(have, want map[string]string) map[string]string {
+	if have == nil {
+		have = map[string]string{}
+	}
+	for k, v := range want {
+		have[k] = v
+	}
+	return have
+}
+
+// SetupWithManager registers the reconciler.
+func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("tenant").
+		For(&ferryv1alpha1.ForeignCluster{}).
+		Complete(r)
+}
