@@ -92,7 +92,6 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	return ctrl.Result{}, nil
 }
 
-
 // consumerRules is all a consumer may do in its tenant namespace: ask for
 // resources and renew its own credential. Later features add rules in the
 // twin namespaces the provider makes for it, never cluster-wide.

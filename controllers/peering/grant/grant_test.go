@@ -66,7 +66,9 @@ func TestNinetyPercentOfThreeNodesWithSixCPURequested(t *testing.T) {
 }
 
 func TestComputeFree(t *testing.T) {
-	virtual := func(n *corev1.Node) { n.Labels = map[string]string{ferryv1alpha1.LabelNodeType: ferryv1alpha1.NodeTypeVirtual} }
+	virtual := func(n *corev1.Node) {
+		n.Labels = map[string]string{ferryv1alpha1.LabelNodeType: ferryv1alpha1.NodeTypeVirtual}
+	}
 	notReady := func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }
 	cordoned := func(n *corev1.Node) { n.Spec.Unschedulable = true }
 	tainted := func(n *corev1.Node) {
