@@ -24,10 +24,11 @@ testbed: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 	$(GO) run ./test/cmd/testbed
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and CRD manifests from api/.
+generate: ## Regenerate deepcopy code, CRD manifests (api/) and RBAC roles (controllers' markers).
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=manifests/crds
 	hack/crd-kustomization.sh manifests/crds
+	$(GO) tool controller-gen rbac:roleName=ferry-controller-manager paths=./controllers/... output:rbac:artifacts:config=manifests/rbac/controller-manager
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files differ from what `make generate` writes.

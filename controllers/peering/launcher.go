@@ -79,6 +79,18 @@ func (l *FuncLauncher) Remove(_ context.Context, vn types.NamespacedName) error 
 	return nil
 }
 
+// StopAll stops every virtual kubelet the launcher runs, for shutdown.
+func (l *FuncLauncher) StopAll() {
+	l.mu.Lock()
+	running := l.running
+	l.running = nil
+	l.mu.Unlock()
+	for _, rk := range running {
+		rk.cancel()
+		<-rk.done
+	}
+}
+
 // ProcessLauncher runs virtual kubelets as local processes of the
 // ferry-virtual-kubelet binary, for the demo: each logs to
 // LogDir/<name>.log and dies with the controller manager.

@@ -39,6 +39,8 @@ type PeerReconciler struct {
 	// ProviderQPS and ProviderBurst bound the requests to each provider.
 	ProviderQPS   float32
 	ProviderBurst int
+	// Now is the clock deciding credential renewals (time.Now when nil).
+	Now func() time.Time
 
 	mu        sync.Mutex
 	providers map[string]cachedProvider // by ForeignCluster name
@@ -134,6 +136,9 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 		return
 	}
 	set(ferryv1alpha1.ForeignClusterAuthenticated, true, "Accepted", "the provider accepts the credential")
+	if err := r.renewCredential(ctx, fc, prov); err != nil {
+		set(ferryv1alpha1.ForeignClusterAuthenticated, true, "RenewalFailed", err.Error())
+	}
 
 	granted := meta.FindStatusCondition(slice.Status.Conditions, ferryv1alpha1.ResourceSliceGranted)
 	if granted == nil || granted.ObservedGeneration != slice.Generation {
