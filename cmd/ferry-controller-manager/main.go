@@ -7,56 +7,75 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/controllermanager"
 	"github.com/ferry-io/ferry/controllers/peering"
 )
 
+type flags struct {
+	kubeconfig, clusterID, vkMode, vkImage, vkBinary, vkLogDir string
+	vkArgs                                                     []string
+	opts                                                       controllermanager.Options
+}
+
 func main() {
-	var (
-		opts       controllermanager.Options
-		clusterID  string
-		kubeconfig string
-		launcher   peering.ProcessLauncher
-	)
+	var f flags
 	fs := pflag.NewFlagSet("ferry-controller-manager", pflag.ExitOnError)
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (empty: in-cluster)")
-	fs.StringVar(&clusterID, "cluster-id", "", "this cluster's ID among its peers (a DNS label; fixed once recorded)")
-	fs.IntVar(&opts.SharingPercentage, "sharing-percentage", 90, "percentage of the unrequested resources of this cluster's nodes granted to each consumer (1-100)")
-	fs.DurationVar(&opts.GrantDebounce, "grant-debounce", 2*time.Second, "delay before re-granting after node and pod changes")
-	fs.StringVar(&launcher.Binary, "virtual-kubelet-binary", "ferry-virtual-kubelet", "ferry-virtual-kubelet executable, run as a local process per virtual node")
-	fs.StringVar(&launcher.LogDir, "virtual-kubelet-log-dir", os.TempDir(), "folder for the virtual kubelets' logs")
-	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", "0", "address serving Prometheus metrics (0 disables)")
-	fs.StringVar(&opts.HealthAddr, "health-probe-bind-address", "0", "address serving /healthz and /readyz (0 disables)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (empty: in-cluster)")
+	fs.StringVar(&f.clusterID, "cluster-id", "", "this cluster's ID among its peers (a DNS label; fixed once recorded)")
+	fs.IntVar(&f.opts.SharingPercentage, "sharing-percentage", 90, "percentage of the unrequested resources of this cluster's nodes granted to each consumer (1-100)")
+	fs.DurationVar(&f.opts.GrantDebounce, "grant-debounce", 2*time.Second, "delay before re-granting after node and pod changes")
+	fs.StringVar(&f.vkMode, "virtual-kubelet-mode", "deployment", "how virtual kubelets run: deployment (one per virtual node, in its namespace) or process (local processes, for the demo)")
+	fs.StringVar(&f.vkImage, "virtual-kubelet-image", "", "ferry-virtual-kubelet image (deployment mode)")
+	fs.StringVar(&f.vkBinary, "virtual-kubelet-binary", "ferry-virtual-kubelet", "ferry-virtual-kubelet executable (process mode)")
+	fs.StringVar(&f.vkLogDir, "virtual-kubelet-log-dir", os.TempDir(), "folder for the virtual kubelets' logs (process mode)")
+	fs.StringSliceVar(&f.vkArgs, "virtual-kubelet-arg", nil, "extra flag for every virtual kubelet, e.g. --virtual-kubelet-arg=--health-check-period=5s (repeatable)")
+	fs.StringVar(&f.opts.MetricsAddr, "metrics-bind-address", ":8080", "address serving Prometheus metrics (0 disables)")
+	fs.StringVar(&f.opts.HealthAddr, "health-probe-bind-address", ":8081", "address serving /healthz and /readyz (0 disables)")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
 	_ = fs.Parse(os.Args[1:])
 	ctrl.SetLogger(klog.NewKlogr())
 
-	if err := run(kubeconfig, clusterID, opts, &launcher); err != nil {
+	if err := run(f); err != nil {
 		fmt.Fprintln(os.Stderr, "ferry-controller-manager:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, clusterID string, opts controllermanager.Options, launcher *peering.ProcessLauncher) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+func run(f flags) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("--kubeconfig: %w", err)
 	}
-	launcher.Kubeconfig = kubeconfig
-	opts.ClusterID = ferryv1alpha1.ClusterID(clusterID)
-	opts.Launcher = launcher
+	switch f.vkMode {
+	case "process":
+		f.opts.Launcher = &peering.ProcessLauncher{Binary: f.vkBinary, Kubeconfig: f.kubeconfig, LogDir: f.vkLogDir, ExtraArgs: f.vkArgs}
+	case "deployment":
+		if f.vkImage == "" {
+			return fmt.Errorf("--virtual-kubelet-image is required with --virtual-kubelet-mode=deployment")
+		}
+		c, err := client.New(cfg, client.Options{Scheme: peering.Scheme()})
+		if err != nil {
+			return fmt.Errorf("build client: %w", err)
+		}
+		f.opts.Launcher = &peering.DeploymentLauncher{Client: c, Image: f.vkImage, ExtraArgs: f.vkArgs}
+	default:
+		return fmt.Errorf("--virtual-kubelet-mode %q: must be one of %s", f.vkMode, strings.Join([]string{"deployment", "process"}, ", "))
+	}
+	f.opts.ClusterID = ferryv1alpha1.ClusterID(f.clusterID)
 	ctx := ctrl.SetupSignalHandler()
-	mgr, err := controllermanager.New(ctx, cfg, opts)
+	mgr, err := controllermanager.New(ctx, cfg, f.opts)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,61 @@
+// Command ferry-virtual-kubelet serves one VirtualNode: it registers, in the
+// local (consumer) cluster, the virtual Node standing for a peered provider
+// cluster and keeps it alive and truthful. ferry's controller manager runs
+// one per VirtualNode.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/virtualkubelet/node"
+)
+
+func main() {
+	var (
+		opts       node.Options
+		kubeconfig string
+	)
+	fs := pflag.NewFlagSet("ferry-virtual-kubelet", pflag.ExitOnError)
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the local (consumer) cluster (empty: in-cluster)")
+	fs.StringVar(&opts.VirtualNodeNamespace, "virtual-node-namespace", ferryv1alpha1.SystemNamespace, "namespace of the VirtualNode to serve")
+	fs.StringVar(&opts.VirtualNodeName, "virtual-node-name", "", "name of the VirtualNode to serve (required)")
+	fs.DurationVar(&opts.HealthCheckPeriod, "health-check-period", node.DefaultHealthCheckPeriod, "how often the provider API server's /readyz is probed")
+	fs.DurationVar(&opts.HealthCheckTimeout, "health-check-timeout", node.DefaultHealthCheckTimeout, "timeout of one probe of the provider API server (at most --health-check-period)")
+	fs.IntVar(&opts.FailureThreshold, "health-check-failure-threshold", node.DefaultFailureThreshold, "consecutive failed probes after which the node is reported NotReady")
+	fs.Int32Var(&opts.LeaseDurationSeconds, "lease-duration-seconds", node.DefaultLeaseDurationSeconds, "duration of the node's Lease in kube-node-lease; it is renewed every quarter of it")
+	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	_ = fs.Parse(os.Args[1:])
+
+	if err := run(kubeconfig, opts); err != nil {
+		klog.Flush()
+		fmt.Fprintln(os.Stderr, "ferry-virtual-kubelet:", err)
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func run(kubeconfig string, opts node.Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("--kubeconfig: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	return node.Run(ctx, cfg, opts)
+}

@@ -1,0 +1,83 @@
+package peering
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+// VirtualKubeletServiceAccount runs the virtual kubelets' Deployments; its
+// ClusterRole (manifests/rbac) lets it register nodes and leases and read
+// its VirtualNode and credential.
+const VirtualKubeletServiceAccount = "ferry-virtual-kubelet"
+
+// DeploymentLauncher runs each virtual kubelet as a one-replica Deployment
+// beside its VirtualNode, owned by it, so deleting the VirtualNode removes it.
+type DeploymentLauncher struct {
+	client.Client
+	// Image of ferry-virtual-kubelet.
+	Image string
+	// ExtraArgs are appended to every virtual kubelet's flags.
+	ExtraArgs []string
+}
+
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+
+// Ensure implements VirtualKubeletLauncher.
+func (l *DeploymentLauncher) Ensure(ctx context.Context, vnKey types.NamespacedName) error {
+	var vn ferryv1alpha1.VirtualNode
+	if err := l.Get(ctx, vnKey, &vn); err != nil {
+		return fmt.Errorf("read VirtualNode %s: %w", vnKey, err)
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: deploymentName(vnKey), Namespace: vnKey.Namespace}}
+	labels := map[string]string{"app.kubernetes.io/name": "ferry-virtual-kubelet", "app.kubernetes.io/instance": vnKey.Name}
+	_, err := controllerutil.CreateOrUpdate(ctx, l.Client, d, func() error {
+		d.Labels = mergeLabels(d.Labels, labels)
+		d.Spec.Replicas = ptr.To[int32](1)
+		d.Spec.Selector = &metav1.LabelSelector{MatchLabels: labels}
+		// One at a time: two virtual kubelets must never serve one node.
+		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+		d.Spec.Template.Labels = labels
+		d.Spec.Template.Spec.ServiceAccountName = VirtualKubeletServiceAccount
+		d.Spec.Template.Spec.Containers = []corev1.Container{{
+			Name:  "virtual-kubelet",
+			Image: l.Image,
+			Args: append([]string{
+				"--virtual-node-namespace=" + vnKey.Namespace,
+				"--virtual-node-name=" + vnKey.Name,
+			}, l.ExtraArgs...),
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resourceMust("50m"), corev1.ResourceMemory: resourceMust("64Mi"),
+			}},
+			SecurityContext: &corev1.SecurityContext{
+				RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			},
+		}}
+		return controllerutil.SetControllerReference(&vn, d, l.Scheme())
+	})
+	if err != nil {
+		return fmt.Errorf("ensure virtual kubelet Deployment %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	return nil
+}
+
+// Remove implements VirtualKubeletLauncher.
+func (l *DeploymentLauncher) Remove(ctx context.Context, vnKey types.NamespacedName) error {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: deploymentName(vnKey), Namespace: vnKey.Namespace}}
+	if err := l.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete virtual kubelet Deployment %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	return nil
+}
+
+func deploymentName(vn types.NamespacedName) string { return "ferry-vk-" + vn.Name }

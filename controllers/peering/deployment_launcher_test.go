@@ -1,0 +1,96 @@
+package peering
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/test/testbed"
+	"github.com/ferry-io/ferry/test/testbed/binaries"
+)
+
+func startCluster(t *testing.T) *testbed.Cluster {
+	t.Helper()
+	if _, err := binaries.Path(binaries.KubeAPIServer); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	c, err := testbed.Start(t.Context(), testbed.Options{Name: "peering"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	if out, err := c.Kubectl(t.Context(), "apply", "--server-side", "-k", filepath.Join("..", "..", "manifests", "base")); err != nil {
+		t.Fatalf("install manifests: %v\n%s", err, out)
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return c.Client.List(ctx, &ferryv1alpha1.VirtualNodeList{}) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("ferry's CRDs are not served: %v", err)
+	}
+	return c
+}
+
+func TestDeploymentLauncherRunsOneVirtualKubeletPerVirtualNode(t *testing.T) {
+	c := startCluster(t)
+	ctx := t.Context()
+	vn := &ferryv1alpha1.VirtualNode{
+		ObjectMeta: metav1.ObjectMeta{Name: "ferry-provider", Namespace: ferryv1alpha1.SystemNamespace},
+		Spec:       ferryv1alpha1.VirtualNodeSpec{ClusterID: "provider", KubeconfigSecretRef: corev1.LocalObjectReference{Name: "ferry-peer-provider"}},
+	}
+	if err := c.Client.Create(ctx, vn); err != nil {
+		t.Fatal(err)
+	}
+	l := &DeploymentLauncher{Client: c.Client, Image: "example.com/ferry-virtual-kubelet:test", ExtraArgs: []string{"--health-check-period=5s"}}
+	key := client.ObjectKeyFromObject(vn)
+	for range 2 { // idempotent
+		if err := l.Ensure(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var d appsv1.Deployment
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: vn.Namespace, Name: "ferry-vk-ferry-provider"}, &d); err != nil {
+		t.Fatal(err)
+	}
+	ctr := d.Spec.Template.Spec.Containers[0]
+	if ctr.Image != l.Image || d.Spec.Template.Spec.ServiceAccountName != VirtualKubeletServiceAccount || *d.Spec.Replicas != 1 {
+		t.Errorf("deployment runs %s as %s x%d", ctr.Image, d.Spec.Template.Spec.ServiceAccountName, *d.Spec.Replicas)
+	}
+	wantArgs := []string{"--virtual-node-namespace=ferry-system", "--virtual-node-name=ferry-provider", "--health-check-period=5s"}
+	if len(ctr.Args) != len(wantArgs) {
+		t.Fatalf("args %v, want %v", ctr.Args, wantArgs)
+	}
+	for i := range wantArgs {
+		if ctr.Args[i] != wantArgs[i] {
+			t.Errorf("arg %d = %q, want %q", i, ctr.Args[i], wantArgs[i])
+		}
+	}
+	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("strategy %s: two virtual kubelets could serve one node during a rollout", d.Spec.Strategy.Type)
+	}
+	if len(d.OwnerReferences) != 1 || d.OwnerReferences[0].UID != vn.UID {
+		t.Errorf("owner references %v, want the VirtualNode", d.OwnerReferences)
+	}
+	if err := l.Remove(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(&d), &d); !apierrors.IsNotFound(err) {
+		t.Fatalf("after Remove the Deployment is still there: %v", err)
+	}
+	if err := l.Remove(ctx, key); err != nil {
+		t.Fatalf("second Remove: %v", err)
+	}
+}
