@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -32,6 +34,9 @@ type Options struct {
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz ("0" disables).
 	HealthAddr string
+	// SeveralPerProcess allows more than one manager in a process (tests
+	// run one per test cluster); controller metrics then share names.
+	SeveralPerProcess bool
 }
 
 // Validate reports the first bad option, naming its flag.
@@ -68,6 +73,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Scheme:                 peering.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress: opts.HealthAddr,
+		Controller:             config.Controller{SkipNameValidation: ptr.To(opts.SeveralPerProcess)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build manager: %w", err)
