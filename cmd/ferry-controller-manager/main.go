@@ -34,6 +34,7 @@ func main() {
 	fs.StringVar(&f.clusterID, "cluster-id", "", "this cluster's ID among its peers (a DNS label; fixed once recorded)")
 	fs.IntVar(&f.opts.SharingPercentage, "sharing-percentage", 90, "percentage of the unrequested resources of this cluster's nodes granted to each consumer (1-100)")
 	fs.DurationVar(&f.opts.GrantDebounce, "grant-debounce", 2*time.Second, "delay before re-granting after node and pod changes")
+	fs.StringToStringVar(&f.opts.ClusterLabels, "cluster-labels", nil, "labels suggested for the virtual nodes standing for this cluster, e.g. ferry.io/provider=acme (region and zone come from the nodes)")
 	fs.StringVar(&f.vkMode, "virtual-kubelet-mode", "deployment", "how virtual kubelets run: deployment (one per virtual node, in its namespace) or process (local processes, for the demo)")
 	fs.StringVar(&f.vkImage, "virtual-kubelet-image", "", "ferry-virtual-kubelet image (deployment mode)")
 	fs.StringVar(&f.vkBinary, "virtual-kubelet-binary", "ferry-virtual-kubelet", "ferry-virtual-kubelet executable (process mode)")

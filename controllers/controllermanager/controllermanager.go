@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +29,9 @@ type Options struct {
 	SharingPercentage int
 	// GrantDebounce delays re-granting after node and pod changes.
 	GrantDebounce time.Duration
+	// ClusterLabels are suggested to consumers for the virtual node standing
+	// for this cluster, besides the region and zone its nodes share.
+	ClusterLabels map[string]string
 	// Launcher runs the virtual kubelets of this cluster's virtual nodes.
 	Launcher peering.VirtualKubeletLauncher
 	// MetricsAddr serves Prometheus metrics ("0" disables).
@@ -49,6 +53,14 @@ func (o Options) Validate() error {
 	}
 	if o.GrantDebounce < 0 {
 		return fmt.Errorf("--grant-debounce %s: must not be negative", o.GrantDebounce)
+	}
+	for k, v := range o.ClusterLabels {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Errorf("--cluster-labels: key %q: %s", k, errs[0])
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return fmt.Errorf("--cluster-labels: %s=%q: %s", k, v, errs[0])
+		}
 	}
 	if o.Launcher == nil {
 		return fmt.Errorf("no virtual kubelet launcher")
@@ -81,7 +93,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := (&peering.TenantReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up tenant controller: %w", err)
 	}
-	if err := (&peering.GrantReconciler{Client: mgr.GetClient(), SharingPercentage: opts.SharingPercentage, Debounce: opts.GrantDebounce}).SetupWithManager(mgr); err != nil {
+	if err := (&peering.GrantReconciler{Client: mgr.GetClient(), SharingPercentage: opts.SharingPercentage, Debounce: opts.GrantDebounce, Labels: opts.ClusterLabels}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up grant controller: %w", err)
 	}
 	if err := (&peering.PeerReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Launcher: opts.Launcher}).SetupWithManager(mgr); err != nil {

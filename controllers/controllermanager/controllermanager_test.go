@@ -26,6 +26,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		"over 100 percent":     {func(o *Options) { o.SharingPercentage = 101 }, "between 1 and 100"},
 		"cluster ID not a DNS": {func(o *Options) { o.ClusterID = "Consumer_1" }, `--cluster-id "Consumer_1"`},
 		"no cluster ID":        {func(o *Options) { o.ClusterID = "" }, "--cluster-id"},
+		"bad cluster label":    {func(o *Options) { o.ClusterLabels = map[string]string{"bad key!": "x"} }, `--cluster-labels: key "bad key!"`},
 		"negative debounce":    {func(o *Options) { o.GrantDebounce = -time.Second }, "--grant-debounce"},
 	} {
 		o := good

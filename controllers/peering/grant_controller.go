@@ -33,6 +33,9 @@ type GrantReconciler struct {
 	SharingPercentage int
 	// Debounce delays re-granting after node and pod changes.
 	Debounce time.Duration
+	// Labels this provider adds to the labels it suggests for virtual nodes
+	// (region and zone come from its nodes), e.g. ferry.io/provider=acme.
+	Labels map[string]string
 }
 
 // +kubebuilder:rbac:groups=ferry.io,resources=resourceslices,verbs=get;list;watch
@@ -78,6 +81,7 @@ func (r *GrantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "Granted", grantMessage(len(slice.Spec.Resources) > 0, r.SharingPercentage)
 		status.Resources = granted
 		status.NodeShapes = grant.Shapes(free)
+		status.Labels = grant.SuggestedLabels(nodes.Items, r.Labels)
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if equality.Semantic.DeepEqual(status, &slice.Status) {

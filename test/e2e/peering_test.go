@@ -54,12 +54,13 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 	var consumerFerry *framework.Ferry
 	var pair []string
 	virtualNode := peering.VirtualNodeName("provider")
+	euWest := map[string]string{corev1.LabelTopologyRegion: "eu-west"}
 
 	BeforeAll(func(ctx context.Context) {
 		clusters := framework.StartClusters(ctx,
 			testbed.Options{Name: "consumer", ControllerManager: true, Nodes: []testbed.NodePool{{Name: "local", Count: 1}}},
 			testbed.Options{Name: "provider", ControllerManager: true, Scheduler: true,
-				Nodes: []testbed.NodePool{{Name: "worker", Count: 3, CPU: "8", Memory: "32Gi"}}},
+				Nodes: []testbed.NodePool{{Name: "worker", Count: 3, CPU: "8", Memory: "32Gi", Labels: euWest}}},
 		)
 		consumer, provider = clusters[0], clusters[1]
 		for _, c := range clusters {
@@ -96,6 +97,7 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 		Expect(alloc.String()).To(Equal("16200m"))
 		Expect(node.Labels).To(HaveKeyWithValue(ferryv1alpha1.LabelNodeType, ferryv1alpha1.NodeTypeVirtual))
 		Expect(node.Labels).To(HaveKeyWithValue(ferryv1alpha1.LabelClusterID, "provider"))
+		Expect(node.Labels).To(HaveKeyWithValue(corev1.LabelTopologyRegion, "eu-west"), "the region all provider nodes share")
 		Expect(node.Spec.Taints).To(ContainElement(And(HaveField("Key", ferryv1alpha1.TaintVirtualNode), HaveField("Effect", corev1.TaintEffectNoExecute))))
 		Expect(nodeCondition(&node, corev1.NodeReady).Status).To(Equal(corev1.ConditionTrue))
 		Expect(consumer.Kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, virtualNode, metav1.GetOptions{})).NotTo(BeNil())
@@ -115,7 +117,7 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 			q := node.Status.Capacity[corev1.ResourceCPU]
 			return q.String()
 		}
-		Expect(provider.AddNodes(ctx, testbed.NodePool{Name: "extra", CPU: "8", Memory: "32Gi"})).To(Succeed())
+		Expect(provider.AddNodes(ctx, testbed.NodePool{Name: "extra", CPU: "8", Memory: "32Gi", Labels: euWest})).To(Succeed())
 		Eventually(cpuOf).WithContext(ctx).WithTimeout(45*time.Second).WithPolling(250*time.Millisecond).Should(Equal("23400m"), "90% of (32 - 6)")
 
 		ns := framework.CreateNamespace(ctx, provider, "more")

@@ -238,3 +238,39 @@ func equalLists(a, b corev1.ResourceList) bool {
 	}
 	return true
 }
+
+// topologyLabels are the node labels a grant suggests for the virtual node
+// when every eligible node of the provider agrees on them.
+var topologyLabels = []string{corev1.LabelTopologyRegion, corev1.LabelTopologyZone}
+
+// SuggestedLabels are labels for the virtual node: the region and zone that
+// all eligible nodes share (a provider spread over zones suggests its region
+// only), plus the provider's own labels (e.g. ferry.io/provider=aws), which
+// win over the derived ones.
+func SuggestedLabels(nodes []corev1.Node, own map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, key := range topologyLabels {
+		value, agreed := "", true
+		for i := range nodes {
+			if !Eligible(&nodes[i]) {
+				continue
+			}
+			v := nodes[i].Labels[key]
+			if v == "" || (value != "" && v != value) {
+				agreed = false
+				break
+			}
+			value = v
+		}
+		if agreed && value != "" {
+			out[key] = value
+		}
+	}
+	for k, v := range own {
+		out[k] = v
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}

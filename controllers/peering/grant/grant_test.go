@@ -228,3 +228,24 @@ func TestShapesGroupsAndOrdersLargestFirst(t *testing.T) {
 		t.Fatalf("20 distinct nodes gave %d shapes, want the largest %d", len(got), MaxNodeShapes)
 	}
 }
+
+func TestSuggestedLabelsKeepWhatAllNodesShare(t *testing.T) {
+	at := func(region, zone string) func(*corev1.Node) {
+		return func(n *corev1.Node) {
+			n.Labels = map[string]string{corev1.LabelTopologyRegion: region, corev1.LabelTopologyZone: zone}
+		}
+	}
+	nodes := []corev1.Node{node("a", "1", "1Gi", at("eu-west", "eu-west-1a")), node("b", "1", "1Gi", at("eu-west", "eu-west-1b"))}
+	got := SuggestedLabels(nodes, map[string]string{"ferry.io/provider": "acme"})
+	want := map[string]string{corev1.LabelTopologyRegion: "eu-west", "ferry.io/provider": "acme"}
+	if len(got) != len(want) || got[corev1.LabelTopologyRegion] != "eu-west" || got["ferry.io/provider"] != "acme" {
+		t.Fatalf("SuggestedLabels = %v, want %v (zones differ, so no zone)", got, want)
+	}
+	one := SuggestedLabels(nodes[:1], nil)
+	if one[corev1.LabelTopologyZone] != "eu-west-1a" {
+		t.Fatalf("a single node's zone is not suggested: %v", one)
+	}
+	if got := SuggestedLabels([]corev1.Node{node("x", "1", "1Gi")}, nil); got != nil {
+		t.Fatalf("unlabelled nodes suggest %v", got)
+	}
+}
