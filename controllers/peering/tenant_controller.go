@@ -6,12 +6,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
@@ -25,6 +29,7 @@ type TenantReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete;bind;escalate
 
@@ -89,7 +94,42 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("ensure consumer role binding: %w", err)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, r.updateStatus(ctx, &fc, tenant)
+}
+
+// updateStatus tells, on the provider's side, the story of one consumer:
+// Authenticated once its tenant and identity exist, ResourcesGranted as its
+// ResourceSlice says. It writes only when something changed.
+func (r *TenantReconciler) updateStatus(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, tenant string) error {
+	status := fc.Status.DeepCopy()
+	status.ObservedGeneration = fc.Generation
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: ferryv1alpha1.ForeignClusterAuthenticated, Status: metav1.ConditionTrue, Reason: "TenantReady", ObservedGeneration: fc.Generation,
+		Message: fmt.Sprintf("the consumer authenticates as %s/%s, which reaches namespace %s only", tenant, ConsumerServiceAccount, tenant),
+	})
+	granted := metav1.Condition{Type: ferryv1alpha1.ForeignClusterResourcesGranted, Status: metav1.ConditionFalse, Reason: "NotAsked",
+		Message: "the consumer has not asked for resources", ObservedGeneration: fc.Generation}
+	var slices ferryv1alpha1.ResourceSliceList
+	if err := r.List(ctx, &slices, client.InNamespace(tenant)); err != nil {
+		return fmt.Errorf("list ResourceSlices of %s: %w", tenant, err)
+	}
+	for _, s := range slices.Items {
+		if c := meta.FindStatusCondition(s.Status.Conditions, ferryv1alpha1.ResourceSliceGranted); c != nil {
+			granted.Status, granted.Reason, granted.Message = c.Status, c.Reason, resourceSummary(s.Status.Resources)
+			if c.Status != metav1.ConditionTrue {
+				granted.Message = c.Message
+			}
+		}
+	}
+	meta.SetStatusCondition(&status.Conditions, granted)
+	if equality.Semantic.DeepEqual(status, &fc.Status) {
+		return nil
+	}
+	fc.Status = *status
+	if err := r.Status().Update(ctx, fc); err != nil {
+		return fmt.Errorf("update status of %s: %w", fc.Name, err)
+	}
+	return nil
 }
 
 // consumerRules is all a consumer may do in its tenant namespace: ask for
@@ -113,10 +153,29 @@ func mergeLabels(have, want map[string]string) map[string]string {
 	return have
 }
 
-// SetupWithManager registers the reconciler.
+// SetupWithManager registers the reconciler; a grant re-reconciles the
+// ForeignCluster of its consumer.
 func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("tenant").
 		For(&ferryv1alpha1.ForeignCluster{}).
+		Watches(&ferryv1alpha1.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(r.consumerOf)).
 		Complete(r)
+}
+
+// consumerOf maps a ResourceSlice to the ForeignCluster of its consumer.
+func (r *TenantReconciler) consumerOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	slice := obj.(*ferryv1alpha1.ResourceSlice)
+	var fcs ferryv1alpha1.ForeignClusterList
+	if err := r.List(ctx, &fcs); err != nil {
+		log.FromContext(ctx).Error(err, "List ForeignClusters for a ResourceSlice")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, fc := range fcs.Items {
+		if fc.Spec.ClusterID == slice.Spec.ConsumerClusterID && isConsumer(&fc) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&fc)})
+		}
+	}
+	return out
 }
