@@ -40,6 +40,7 @@ func main() {
 	fs.StringVar(&f.vkBinary, "virtual-kubelet-binary", "ferry-virtual-kubelet", "ferry-virtual-kubelet executable (process mode)")
 	fs.StringVar(&f.vkLogDir, "virtual-kubelet-log-dir", os.TempDir(), "folder for the virtual kubelets' logs (process mode)")
 	fs.StringSliceVar(&f.vkArgs, "virtual-kubelet-arg", nil, "extra flag for every virtual kubelet, e.g. --virtual-kubelet-arg=--health-check-period=5s (repeatable)")
+	fs.BoolVar(&f.opts.LeaderElection, "leader-elect", true, "elect one active manager among replicas (a Lease in ferry-system)")
 	fs.StringVar(&f.opts.MetricsAddr, "metrics-bind-address", ":8080", "address serving Prometheus metrics (0 disables)")
 	fs.StringVar(&f.opts.HealthAddr, "health-probe-bind-address", ":8081", "address serving /healthz and /readyz (0 disables)")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -38,6 +39,9 @@ type Options struct {
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz ("0" disables).
 	HealthAddr string
+	// LeaderElection makes replicas elect one active manager through a Lease
+	// in ferry-system.
+	LeaderElection bool
 	// SeveralPerProcess allows more than one manager in a process (tests
 	// run one per test cluster); controller metrics then share names.
 	SeveralPerProcess bool
@@ -68,6 +72,9 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
 // New records the cluster's identity and returns a manager running the
 // peering controllers (provider and consumer sides: a cluster can be both).
 func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
@@ -82,13 +89,24 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 peering.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress: opts.HealthAddr,
-		Controller:             config.Controller{SkipNameValidation: ptr.To(opts.SeveralPerProcess)},
+		Scheme:                  peering.Scheme(),
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.HealthAddr,
+		Controller:              config.Controller{SkipNameValidation: ptr.To(opts.SeveralPerProcess)},
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        "ferry-controller-manager",
+		LeaderElectionNamespace: ferryv1alpha1.SystemNamespace,
+		// Step down at once on SIGTERM, so a rollout does not wait a lease out.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add readiness check: %w", err)
 	}
 	if err := (&peering.TenantReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up tenant controller: %w", err)

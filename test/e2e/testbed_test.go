@@ -89,6 +89,13 @@ var _ = Describe("The test bed", Label("testbed"), Ordered, func() {
 			Expect(after.ResourceVersion).To(Equal(crd.ResourceVersion), "re-applying the manifests rewrote CRD %s", crd.Name)
 		}
 
+		By("applying the controller manager's kustomization")
+		out, err = provider.Kubectl(ctx, "apply", "--server-side", "--field-manager=ferry-e2e", "-k", framework.RepoRoot()+"/manifests/controller-manager")
+		Expect(err).NotTo(HaveOccurred(), out)
+		var deploy appsv1.Deployment
+		Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: "ferry-system", Name: "ferry-controller-manager"}, &deploy)).To(Succeed())
+		Expect(deploy.Spec.Template.Spec.ServiceAccountName).To(Equal("ferry-controller-manager"))
+
 		By("aggregating the namespace roles into Kubernetes' view role (controller-manager's aggregation controller)")
 		Eventually(func(g Gomega) {
 			var view rbacv1.ClusterRole
