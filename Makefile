@@ -15,9 +15,10 @@ help: ## Show the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Compile every package and the binaries under cmd/ into bin/.
+build: ## Compile every package and the binaries under cmd/ into bin/ (with bin/kubectl-ferry, for `kubectl ferry`).
 	$(GO) build ./...
-	@if ls cmd/*/main.go >/dev/null 2>&1; then mkdir -p bin && $(GO) build -o bin/ ./cmd/...; fi
+	mkdir -p bin && $(GO) build -o bin/ ./cmd/...
+	ln -sf ferryctl bin/kubectl-ferry
 
 .PHONY: testbed
 testbed: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok into the cache (no-op when present).
@@ -29,6 +30,7 @@ generate: ## Regenerate deepcopy code, CRD manifests (api/) and RBAC roles (cont
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=manifests/crds
 	hack/crd-kustomization.sh manifests/crds
 	$(GO) tool controller-gen rbac:roleName=ferry-controller-manager paths=./controllers/... output:rbac:artifacts:config=manifests/rbac/controller-manager
+	$(GO) tool controller-gen rbac:roleName=ferry-virtual-kubelet paths=./virtualkubelet/... output:rbac:artifacts:config=manifests/rbac/virtual-kubelet
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files differ from what `make generate` writes.

@@ -39,6 +39,9 @@ type Options struct {
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz ("0" disables).
 	HealthAddr string
+	// Now is the clock deciding credential renewals (time.Now when nil);
+	// tests move it forward.
+	Now func() time.Time
 	// LeaderElection makes replicas elect one active manager through a Lease
 	// in ferry-system.
 	LeaderElection bool
@@ -114,7 +117,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := (&peering.GrantReconciler{Client: mgr.GetClient(), SharingPercentage: opts.SharingPercentage, Debounce: opts.GrantDebounce, Labels: opts.ClusterLabels}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up grant controller: %w", err)
 	}
-	if err := (&peering.PeerReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Launcher: opts.Launcher}).SetupWithManager(mgr); err != nil {
+	if err := (&peering.PeerReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Launcher: opts.Launcher, Now: opts.Now}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up peer controller: %w", err)
 	}
 	return mgr, nil

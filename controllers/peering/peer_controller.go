@@ -136,8 +136,15 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 		return
 	}
 	set(ferryv1alpha1.ForeignClusterAuthenticated, true, "Accepted", "the provider accepts the credential")
-	if err := r.renewCredential(ctx, fc, prov); err != nil {
+	if renewed, err := r.renewCredential(ctx, fc, prov); err != nil {
 		set(ferryv1alpha1.ForeignClusterAuthenticated, true, "RenewalFailed", err.Error())
+	} else if renewed {
+		// The virtual kubelet reads its credential at start: restart it
+		// (below) while the old token is still valid.
+		vnKey := types.NamespacedName{Namespace: fc.Spec.CredentialsSecretRef.Namespace, Name: VirtualNodeName(fc.Spec.ClusterID)}
+		if err := r.Launcher.Remove(ctx, vnKey); err != nil {
+			set(ferryv1alpha1.ForeignClusterAuthenticated, true, "RenewalFailed", "restart the virtual kubelet: "+err.Error())
+		}
 	}
 
 	granted := meta.FindStatusCondition(slice.Status.Conditions, ferryv1alpha1.ResourceSliceGranted)

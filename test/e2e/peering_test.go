@@ -130,6 +130,9 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}}}},
 		})).To(Succeed())
 		Eventually(cpuOf).WithContext(ctx).WithTimeout(45*time.Second).WithPolling(250*time.Millisecond).Should(Equal("19800m"), "90% of (32 - 10)")
+
+		Expect(provider.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: ns}}, client.GracePeriodSeconds(0))).To(Succeed())
+		Eventually(cpuOf).WithContext(ctx).WithTimeout(45*time.Second).WithPolling(250*time.Millisecond).Should(Equal("23400m"), "the freed CPU is shared again")
 	})
 
 	It("gives the consumer a credential that reaches its tenant namespace only", func(ctx context.Context) {
@@ -176,6 +179,63 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 		Expect(provider.StartAPIServer(ctx)).To(Succeed())
 		Eventually(readiness).WithContext(ctx).WithTimeout(30 * time.Second).Should(HavePrefix("True/"))
 		Expect(consumerFerry.VirtualKubeletStarts.Load()).To(Equal(starts), "the virtual kubelet was restarted")
+	})
+
+	It("renews the consumer's credential at two thirds of its lifetime and restarts the virtual kubelet with it", func(ctx context.Context) {
+		key := client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: peering.CredentialsSecretName("provider")}
+		var before corev1.Secret
+		Expect(consumer.Client.Get(ctx, key, &before)).To(Succeed())
+		starts := consumerFerry.VirtualKubeletStarts.Load()
+
+		renewStart := time.Now()
+		consumerFerry.ClockOffset.Store(int64(21 * 24 * time.Hour)) // 30-day token, renewed after 20 days
+		var after corev1.Secret
+		Eventually(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, key, &after)).To(Succeed())
+			g.Expect(after.Data).NotTo(Equal(before.Data))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		consumerFerry.ClockOffset.Store(0)
+		AddReportEntry("credential renewal", time.Since(renewStart).String())
+
+		oldCfg, err := clientcmd.RESTConfigFromKubeConfig(before.Data[ferryv1alpha1.KubeconfigSecretKey])
+		Expect(err).NotTo(HaveOccurred())
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(after.Data[ferryv1alpha1.KubeconfigSecretKey])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cfg.BearerToken).NotTo(Equal(oldCfg.BearerToken), "the token was not replaced")
+		Expect(cfg.Host).To(Equal(oldCfg.Host))
+		c, err := client.New(cfg, client.Options{Scheme: testbed.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.List(ctx, &ferryv1alpha1.ResourceSliceList{}, client.InNamespace(peering.TenantNamespace("consumer")))).To(Succeed(), "the renewed token works")
+		Eventually(consumerFerry.VirtualKubeletStarts.Load).WithTimeout(30*time.Second).Should(BeNumerically(">", starts), "the virtual kubelet was not restarted with the new credential")
+		Eventually(func(g Gomega) {
+			var node corev1.Node
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: virtualNode}, &node)).To(Succeed())
+			g.Expect(nodeCondition(&node, corev1.NodeReady).Status).To(Equal(corev1.ConditionTrue))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+
+	It("is quiet at rest, also after an outage and a renewal: nothing is rewritten while nothing changes", func(ctx context.Context) {
+		versions := func() []string {
+			var vn ferryv1alpha1.VirtualNode
+			Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: virtualNode}, &vn)).To(Succeed())
+			var fc, pfc ferryv1alpha1.ForeignCluster
+			Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: "provider"}, &fc)).To(Succeed())
+			Expect(provider.Client.Get(ctx, client.ObjectKey{Name: "consumer"}, &pfc)).To(Succeed())
+			var slice ferryv1alpha1.ResourceSlice
+			Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: peering.TenantNamespace("consumer"), Name: "consumer"}, &slice)).To(Succeed())
+			return []string{"VirtualNode " + vn.ResourceVersion, "consumer ForeignCluster " + fc.ResourceVersion,
+				"provider ForeignCluster " + pfc.ResourceVersion, "ResourceSlice " + slice.ResourceVersion}
+		}
+		Eventually(func() []string { // let the peering settle
+			a := versions()
+			time.Sleep(2 * time.Second)
+			return append(a, versions()...)
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Satisfy(func(v []string) bool {
+			return fmt.Sprint(v[:4]) == fmt.Sprint(v[4:])
+		}))
+		before := versions()
+		time.Sleep(12 * time.Second) // more than one health-check period of the peer controller
+		Expect(versions()).To(Equal(before), "objects were rewritten at rest")
 	})
 
 	It("refuses to peer twice", func(ctx context.Context) {

@@ -25,6 +25,9 @@ type Ferry struct {
 	// VirtualKubeletStarts counts virtual kubelet starts, so a spec can tell
 	// that one kept running through an outage.
 	VirtualKubeletStarts atomic.Int32
+	// ClockOffset moves the controller manager's clock (credential renewal)
+	// forward.
+	ClockOffset atomic.Int64
 }
 
 // FerryOptions tune the in-process control plane; zero values get values
@@ -56,6 +59,7 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 	mgr, err := controllermanager.New(runCtx, c.Config, controllermanager.Options{
 		ClusterID: id, SharingPercentage: opts.SharingPercentage, GrantDebounce: opts.GrantDebounce,
 		Launcher: launcher, MetricsAddr: "0", HealthAddr: "0", SeveralPerProcess: true,
+		Now: func() time.Time { return time.Now().Add(time.Duration(f.ClockOffset.Load())) },
 	})
 	Expect(err).NotTo(HaveOccurred(), "start ferry in %s", c.Name)
 	done := make(chan struct{})

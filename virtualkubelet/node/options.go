@@ -1,0 +1,85 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults of Options' zero fields.
+const (
+	DefaultHealthCheckPeriod    = 10 * time.Second
+	DefaultHealthCheckTimeout   = 5 * time.Second
+	DefaultFailureThreshold     = 3
+	DefaultLeaseDurationSeconds = int32(40)
+
+	// minLeaseDurationSeconds keeps the lease renew interval (a quarter of
+	// the duration, in whole seconds) above zero.
+	minLeaseDurationSeconds = 4
+)
+
+// Options choose the VirtualNode a virtual kubelet serves and tune how it
+// watches its provider. Zero durations and counts take the defaults above.
+type Options struct {
+	// VirtualNodeNamespace and VirtualNodeName name the ferry.io/v1alpha1
+	// VirtualNode to serve, in the local cluster.
+	VirtualNodeNamespace, VirtualNodeName string
+
+	// HealthCheckPeriod is how often the provider API server's /readyz is
+	// probed (default 10s).
+	HealthCheckPeriod time.Duration
+	// HealthCheckTimeout bounds one probe (default 5s); at most HealthCheckPeriod.
+	HealthCheckTimeout time.Duration
+	// FailureThreshold is how many consecutive failed probes make the Node
+	// NotReady (default 3).
+	FailureThreshold int
+	// LeaseDurationSeconds is the Node Lease's duration (default 40); it is
+	// renewed every quarter of it.
+	LeaseDurationSeconds int32
+}
+
+// withDefaults returns o with its zero tuning fields set to the defaults.
+func (o Options) withDefaults() Options {
+	if o.HealthCheckPeriod == 0 {
+		o.HealthCheckPeriod = DefaultHealthCheckPeriod
+	}
+	if o.HealthCheckTimeout == 0 {
+		o.HealthCheckTimeout = min(DefaultHealthCheckTimeout, o.HealthCheckPeriod)
+	}
+	if o.FailureThreshold == 0 {
+		o.FailureThreshold = DefaultFailureThreshold
+	}
+	if o.LeaseDurationSeconds == 0 {
+		o.LeaseDurationSeconds = DefaultLeaseDurationSeconds
+	}
+	return o
+}
+
+// Validate reports every invalid option, naming its command-line flag.
+// Zero tuning fields are valid: they take the defaults.
+func (o *Options) Validate() error {
+	d := o.withDefaults()
+	var errs []error
+	if d.VirtualNodeNamespace == "" {
+		errs = append(errs, errors.New("--virtual-node-namespace is required"))
+	}
+	if d.VirtualNodeName == "" {
+		errs = append(errs, errors.New("--virtual-node-name is required"))
+	}
+	if d.HealthCheckPeriod < 0 {
+		errs = append(errs, fmt.Errorf("--health-check-period (%s) must be positive", d.HealthCheckPeriod))
+	}
+	if d.HealthCheckTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--health-check-timeout (%s) must be positive", d.HealthCheckTimeout))
+	}
+	if d.HealthCheckPeriod > 0 && d.HealthCheckTimeout > d.HealthCheckPeriod {
+		errs = append(errs, fmt.Errorf("--health-check-timeout (%s) must not exceed --health-check-period (%s)", d.HealthCheckTimeout, d.HealthCheckPeriod))
+	}
+	if d.FailureThreshold < 1 {
+		errs = append(errs, fmt.Errorf("--health-check-failure-threshold (%d) must be at least 1", d.FailureThreshold))
+	}
+	if d.LeaseDurationSeconds < minLeaseDurationSeconds {
+		errs = append(errs, fmt.Errorf("--lease-duration-seconds (%d) must be at least %d", d.LeaseDurationSeconds, minLeaseDurationSeconds))
+	}
+	return errors.Join(errs...)
+}
