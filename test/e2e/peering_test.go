@@ -234,8 +234,15 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 			return fmt.Sprint(v[:4]) == fmt.Sprint(v[4:])
 		}))
 		before := versions()
-		time.Sleep(12 * time.Second) // more than one health-check period of the peer controller
+		localBefore := consumerFerry.LocalRequests.Load()
+		sliceBefore := resourceSliceRequests(ctx, provider)
+		const window = 30 * time.Second // three health-check periods of the peer controller
+		time.Sleep(window)
 		Expect(versions()).To(Equal(before), "objects were rewritten at rest")
+		perMinute := func(n int64) int64 { return n * int64(time.Minute) / int64(window) }
+		AddReportEntry("API requests per minute at rest", fmt.Sprintf(
+			"consumer: %d from ferry's controller manager and virtual kubelet; provider: %d on resourceslices (plus the /readyz probes, not counted by the API server)",
+			perMinute(consumerFerry.LocalRequests.Load()-localBefore), perMinute(resourceSliceRequests(ctx, provider)-sliceBefore)))
 	})
 
 	It("refuses to peer twice", func(ctx context.Context) {
@@ -255,8 +262,11 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 		Expect(err).NotTo(HaveOccurred())
 		kube, err := kubernetes.NewForConfig(cfg)
 		Expect(err).NotTo(HaveOccurred())
-		_, err = kube.CoreV1().ServiceAccounts(peering.TenantNamespace("consumer")).List(ctx, metav1.ListOptions{})
-		Expect(apierrors.IsUnauthorized(err)).To(BeTrue(), "the revoked token still authenticates: %v", err)
+		// The API server caches a successful token authentication for 10s.
+		Eventually(func() error {
+			_, err := kube.CoreV1().ServiceAccounts(peering.TenantNamespace("consumer")).List(ctx, metav1.ListOptions{})
+			return err
+		}).WithContext(ctx).WithTimeout(20*time.Second).Should(Satisfy(apierrors.IsUnauthorized), "the revoked token still authenticates")
 
 		By("unpeering again, which is no error")
 		out, err = ferryctl(ctx, append([]string{"unpeer"}, pair...)...)
@@ -323,4 +333,22 @@ contexts: [{name: x, context: {cluster: x, user: x}}]
 current-context: x
 `)), 0o600)).To(Succeed())
 	return path
+}
+
+// resourceSliceRequests sums the provider API server's request counter for
+// ResourceSlices: at rest only the consumer's peer controller reads them.
+func resourceSliceRequests(ctx context.Context, c *testbed.Cluster) int64 {
+	GinkgoHelper()
+	raw, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	var total int64
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `resource="resourceslices"`) {
+			var v float64
+			_, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			Expect(err).NotTo(HaveOccurred(), line)
+			total += int64(v)
+		}
+	}
+	return total
 }

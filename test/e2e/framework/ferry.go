@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/controllermanager"
@@ -25,6 +27,9 @@ type Ferry struct {
 	// VirtualKubeletStarts counts virtual kubelet starts, so a spec can tell
 	// that one kept running through an outage.
 	VirtualKubeletStarts atomic.Int32
+	// LocalRequests counts the requests ferry (controller manager and
+	// virtual kubelets) sends to its own cluster's API server.
+	LocalRequests atomic.Int64
 	// ClockOffset moves the controller manager's clock (credential renewal)
 	// forward.
 	ClockOffset atomic.Int64
@@ -49,14 +54,21 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 		opts.GrantDebounce = 300 * time.Millisecond
 	}
 	f := &Ferry{ClusterID: id}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			f.LocalRequests.Add(1)
+			return rt.RoundTrip(req)
+		})
+	})
 	launcher := &peering.FuncLauncher{Run: func(ctx context.Context, vn types.NamespacedName) error {
 		f.VirtualKubeletStarts.Add(1)
 		o := opts.Health
 		o.VirtualNodeNamespace, o.VirtualNodeName = vn.Namespace, vn.Name
-		return vknode.Run(ctx, c.Config, o)
+		return vknode.Run(ctx, cfg, o)
 	}}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	mgr, err := controllermanager.New(runCtx, c.Config, controllermanager.Options{
+	mgr, err := controllermanager.New(runCtx, cfg, controllermanager.Options{
 		ClusterID: id, SharingPercentage: opts.SharingPercentage, GrantDebounce: opts.GrantDebounce,
 		Launcher: launcher, MetricsAddr: "0", HealthAddr: "0", SeveralPerProcess: true,
 		Now: func() time.Time { return time.Now().Add(time.Duration(f.ClockOffset.Load())) },
@@ -75,3 +87,7 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 	})
 	return f
 }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
