@@ -102,4 +102,3 @@ func TestFuncLauncherRestartsAnEndedVirtualKubelet(t *testing.T) {
 	}
 	l.StopAll()
 }
-
