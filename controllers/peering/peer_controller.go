@@ -19,7 +19,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
@@ -44,13 +47,16 @@ type PeerReconciler struct {
 
 	mu        sync.Mutex
 	providers map[string]cachedProvider // by ForeignCluster name
+	wake      chan event.GenericEvent   // grant changes seen by watchGrant
+	baseCtx   context.Context           // the manager's, for the grant watches
 }
 
-// cachedProvider keeps clients (and their discovery) across reconciles until
-// the credential changes, so following a provider at rest costs two requests
-// a period.
+// cachedProvider keeps clients (and their discovery) and the grant watch
+// across reconciles until the credential changes, so following a provider at
+// rest costs two requests a period and a watch.
 type cachedProvider struct {
 	secretVersion string
+	stopWatch     context.CancelFunc
 	*provider
 }
 
@@ -193,23 +199,35 @@ func (r *PeerReconciler) providerClient(ctx context.Context, fc *ferryv1alpha1.F
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c, ok := r.providers[fc.Name]; ok && c.secretVersion == secret.ResourceVersion {
+	c, ok := r.providers[fc.Name]
+	if ok && c.secretVersion == secret.ResourceVersion {
 		return c.provider, nil
+	}
+	if ok {
+		c.stopWatch()
 	}
 	p, err := providerFromKubeconfig(secret.Data[ferryv1alpha1.KubeconfigSecretKey], fmt.Sprintf("Secret %s/%s key %q", ref.Namespace, ref.Name, ferryv1alpha1.KubeconfigSecretKey), r.ProviderQPS, r.ProviderBurst)
 	if err != nil {
 		return nil, err
 	}
+	if r.baseCtx == nil {
+		return p, nil // the manager is still starting: cache and watch on the next round
+	}
 	if r.providers == nil {
 		r.providers = map[string]cachedProvider{}
 	}
-	r.providers[fc.Name] = cachedProvider{secretVersion: secret.ResourceVersion, provider: p}
+	watchCtx, stop := context.WithCancel(log.IntoContext(r.baseCtx, log.FromContext(ctx)))
+	go watchGrant(watchCtx, p.cfg, p.namespace, string(r.ClusterID), fc, r.wake)
+	r.providers[fc.Name] = cachedProvider{secretVersion: secret.ResourceVersion, stopWatch: stop, provider: p}
 	return p, nil
 }
 
 func (r *PeerReconciler) forgetProvider(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if c, ok := r.providers[name]; ok {
+		c.stopWatch()
+	}
 	delete(r.providers, name)
 }
 
@@ -351,9 +369,35 @@ func (r *PeerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.ProviderQPS == 0 {
 		r.ProviderQPS, r.ProviderBurst = 20, 40
 	}
+	r.wake = make(chan event.GenericEvent, 64)
+	if err := mgr.Add(&grantWatches{r: r}); err != nil {
+		return fmt.Errorf("add grant watches: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("peer").
 		For(&ferryv1alpha1.ForeignCluster{}).
 		Owns(&ferryv1alpha1.VirtualNode{}).
+		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// grantWatches hands the manager's context to the grant watches and stops
+// them all when the manager stops. It runs on every replica, before the
+// controllers start.
+type grantWatches struct{ r *PeerReconciler }
+
+func (g *grantWatches) NeedLeaderElection() bool { return false }
+
+func (g *grantWatches) Start(ctx context.Context) error {
+	g.r.mu.Lock()
+	g.r.baseCtx = ctx
+	g.r.mu.Unlock()
+	<-ctx.Done()
+	g.r.mu.Lock()
+	defer g.r.mu.Unlock()
+	for name, c := range g.r.providers {
+		c.stopWatch()
+		delete(g.r.providers, name)
+	}
+	return nil
 }
