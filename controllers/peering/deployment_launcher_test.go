@@ -2,7 +2,6 @@ package peering
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,17 +15,11 @@ import (
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/test/testbed"
-	"github.com/ferry-io/ferry/test/testbed/binaries"
 )
 
 func startCluster(t *testing.T) *testbed.Cluster {
 	t.Helper()
-	if _, err := binaries.Path(binaries.KubeAPIServer); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	testbed.RequireBinaries(t)
 	c, err := testbed.Start(t.Context(), testbed.Options{Name: "peering"})
 	if err != nil {
 		t.Fatal(err)

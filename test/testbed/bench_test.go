@@ -12,7 +12,7 @@ import (
 // clusters (plus controller-manager, scheduler and kwok with 3 nodes each)
 // started together, and prints a RESULT line (`make bench-testbed`).
 func BenchmarkClusterStart(b *testing.B) {
-	requireBinaries(b)
+	RequireBinaries(b)
 	full := Options{ControllerManager: true, Scheduler: true, Nodes: []NodePool{{Name: "n", Count: 3}}}
 	var bare, two []time.Duration
 	var bareRSS, fullRSS []int64

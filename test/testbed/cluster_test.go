@@ -22,18 +22,6 @@ import (
 
 const helperEnv = "FERRY_TESTBED_HELPER"
 
-func requireBinaries(t testing.TB) {
-	t.Helper()
-	for _, name := range binaries.Names() {
-		if _, err := binaries.Path(name); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatal(err) // CI builds them first; missing means broken
-			}
-			t.Skip(err)
-		}
-	}
-}
-
 // TestMain lets the test binary act as a test process that starts a cluster
 // and is then killed, for TestClusterDiesWithKilledTestProcess.
 func TestMain(m *testing.M) {
@@ -53,7 +41,7 @@ func TestMain(m *testing.M) {
 // must still end every program its clusters started, and the next run must
 // remove the folder left behind.
 func TestClusterDiesWithKilledTestProcess(t *testing.T) {
-	requireBinaries(t)
+	RequireBinaries(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +116,7 @@ func processRunning(pid int) bool {
 }
 
 func TestStopEndsEveryProcessAndRemovesTheFolder(t *testing.T) {
-	requireBinaries(t)
+	RequireBinaries(t)
 	c, err := Start(t.Context(), Options{Name: "stop", ControllerManager: true, Scheduler: true, Nodes: []NodePool{{Name: "n", Count: 2}}})
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +168,7 @@ func TestFirstServiceIP(t *testing.T) {
 }
 
 func TestAPIServerOutageAndReturnKeepsTheData(t *testing.T) {
-	requireBinaries(t)
+	RequireBinaries(t)
 	c, err := Start(t.Context(), Options{Name: "outage"})
 	if err != nil {
 		t.Fatal(err)

@@ -26,20 +26,7 @@ import (
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/test/testbed"
-	"github.com/ferry-io/ferry/test/testbed/binaries"
 )
-
-func requireBinaries(t testing.TB) {
-	t.Helper()
-	for _, name := range binaries.Names() {
-		if _, err := binaries.Path(name); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatal(err) // CI builds them first; missing means broken
-			}
-			t.Skip(err)
-		}
-	}
-}
 
 // requestCounter counts the requests of a client, by method and path.
 type requestCounter struct {
@@ -129,7 +116,7 @@ func hasTaint(n *corev1.Node, want corev1.Taint) bool {
 // VirtualNode changes to the Node, and follows a provider outage and return
 // without restarting.
 func TestRun(t *testing.T) {
-	requireBinaries(t)
+	testbed.RequireBinaries(t)
 	ctx := t.Context()
 	clusters, err := testbed.StartClusters(ctx, testbed.Options{Name: "consumer"}, testbed.Options{Name: "provider"})
 	if err != nil {
@@ -406,7 +393,7 @@ func TestRun(t *testing.T) {
 
 // TestRunFailsClearly checks the start-up errors name what is missing.
 func TestRunFailsClearly(t *testing.T) {
-	requireBinaries(t)
+	testbed.RequireBinaries(t)
 	ctx := t.Context()
 	c, err := testbed.Start(ctx, testbed.Options{Name: "consumer"})
 	if err != nil {

@@ -49,6 +49,16 @@ func connect(ctx context.Context, role string, cfg *rest.Config) (*cluster, erro
 	return &cluster{role: role, cfg: cfg, kube: kube, c: c, id: id}, nil
 }
 
+func connectBoth(ctx context.Context, consumerCfg, providerCfg *rest.Config) (consumer, provider *cluster, err error) {
+	if consumer, err = connect(ctx, "consumer", consumerCfg); err != nil {
+		return nil, nil, err
+	}
+	if provider, err = connect(ctx, "provider", providerCfg); err != nil {
+		return nil, nil, err
+	}
+	return consumer, provider, nil
+}
+
 // PeerOptions tune `ferryctl peer`.
 type PeerOptions struct {
 	// Resources is a fixed request; empty asks for the provider's default share.
@@ -68,11 +78,7 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 	step := stepper(out, 6)
 
 	step("Reaching the consumer and the provider")
-	consumer, err := connect(ctx, "consumer", consumerCfg)
-	if err != nil {
-		return err
-	}
-	provider, err := connect(ctx, "provider", providerCfg)
+	consumer, provider, err := connectBoth(ctx, consumerCfg, providerCfg)
 	if err != nil {
 		return err
 	}
@@ -225,11 +231,7 @@ func checkNotPeered(ctx context.Context, consumer, provider *cluster) error {
 func Unpeer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Config, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	consumer, err := connect(ctx, "consumer", consumerCfg)
-	if err != nil {
-		return err
-	}
-	provider, err := connect(ctx, "provider", providerCfg)
+	consumer, provider, err := connectBoth(ctx, consumerCfg, providerCfg)
 	if err != nil {
 		return err
 	}
