@@ -8,6 +8,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -115,9 +116,12 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 		return err
 	}
 
-	step("Issuing the consumer's credential (a bound service-account token)")
+	step("Issuing the consumer's credential (a bound service-account token) and checking what it may do")
 	kubeconfig, err := issueKubeconfig(ctx, provider, tenant, opts.TokenLifetime)
 	if err != nil {
+		return err
+	}
+	if err := waitUntilAllowed(ctx, kubeconfig, tenant); err != nil {
 		return err
 	}
 
@@ -195,6 +199,30 @@ func issueKubeconfig(ctx context.Context, provider *cluster, tenant string, life
 		return nil, fmt.Errorf("encode the consumer's kubeconfig: %w", err)
 	}
 	return data, nil
+}
+
+// waitUntilAllowed waits until the provider lets the new credential ask for
+// resources: its RBAC caches learn of a new RoleBinding a moment after it
+// is made, and the consumer should not start with a Forbidden.
+func waitUntilAllowed(ctx context.Context, kubeconfig []byte, tenant string) error {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load the consumer's kubeconfig: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("load the consumer's kubeconfig: %w", err)
+	}
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: tenant, Verb: "create", Group: ferryv1alpha1.GroupVersion.Group, Resource: "resourceslices"},
+	}}
+	return waitFor(ctx, "the provider to authorize the consumer's credential", func(ctx context.Context) (bool, error) {
+		res, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("check the consumer's credential on the provider: %w", err)
+		}
+		return res.Status.Allowed, nil
+	})
 }
 
 // checkDistinct refuses to peer a cluster with itself, by ID and by the UID
