@@ -87,6 +87,7 @@ func (r *PeerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	status := fc.Status.DeepCopy()
 	status.ObservedGeneration = fc.Generation
 	r.follow(ctx, &fc, status)
+	r.reportVirtualNode(ctx, &fc, status)
 
 	if !equality.Semantic.DeepEqual(status, &fc.Status) {
 		fc.Status = *status
@@ -173,11 +174,28 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualKubeletFailed", err.Error())
 		return
 	}
-	if ready := meta.FindStatusCondition(vn.Status.Conditions, ferryv1alpha1.VirtualNodeNodeReady); ready != nil {
-		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, ready.Status == metav1.ConditionTrue, ready.Reason, ready.Message)
-	} else {
-		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "Starting", "the virtual kubelet has not reported yet")
+}
+
+// reportVirtualNode mirrors the readiness the virtual kubelet reports on the
+// VirtualNode, also while the provider is unreachable and follow stopped early.
+func (r *PeerReconciler) reportVirtualNode(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, status *ferryv1alpha1.ForeignClusterStatus) {
+	if fc.Spec.CredentialsSecretRef == nil {
+		return
 	}
+	var vn ferryv1alpha1.VirtualNode
+	key := types.NamespacedName{Namespace: fc.Spec.CredentialsSecretRef.Namespace, Name: VirtualNodeName(fc.Spec.ClusterID)}
+	if err := r.Get(ctx, key, &vn); err != nil {
+		return // not made yet, or made in this round: the next one reports it
+	}
+	cond := metav1.Condition{Type: ferryv1alpha1.ForeignClusterVirtualNodeReady, Status: metav1.ConditionFalse, Reason: "Starting",
+		Message: "the virtual kubelet has not reported yet", ObservedGeneration: fc.Generation}
+	if ready := meta.FindStatusCondition(vn.Status.Conditions, ferryv1alpha1.VirtualNodeNodeReady); ready != nil {
+		cond.Status, cond.Reason, cond.Message = ready.Status, ready.Reason, ready.Message
+	}
+	if c := meta.FindStatusCondition(status.Conditions, ferryv1alpha1.ForeignClusterVirtualNodeReady); c != nil && c.Reason == "VirtualKubeletFailed" {
+		return // a launch failure this round says more
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
 }
 
 // provider is a client for a provider, as the consumer's credential allows.

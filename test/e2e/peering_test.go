@@ -15,6 +15,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -176,6 +177,12 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 		starts := consumerFerry.VirtualKubeletStarts.Load()
 		provider.StopAPIServer()
 		Eventually(readiness).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal("False/ProviderUnreachable"))
+		Eventually(func(g Gomega) {
+			var fc ferryv1alpha1.ForeignCluster
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: "provider"}, &fc)).To(Succeed())
+			g.Expect(meta.IsStatusConditionFalse(fc.Status.Conditions, ferryv1alpha1.ForeignClusterAPIServerReady)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionFalse(fc.Status.Conditions, ferryv1alpha1.ForeignClusterVirtualNodeReady)).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the ForeignCluster tells of the outage")
 		Expect(provider.StartAPIServer(ctx)).To(Succeed())
 		Eventually(readiness).WithContext(ctx).WithTimeout(30 * time.Second).Should(HavePrefix("True/"))
 		Expect(consumerFerry.VirtualKubeletStarts.Load()).To(Equal(starts), "the virtual kubelet was restarted")
