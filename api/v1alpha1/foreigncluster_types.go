@@ -92,7 +92,10 @@ type ForeignClusterSpec struct {
 	APIServerURL string `json:"apiServerURL,omitempty"`
 
 	// CredentialsSecretRef names the Secret holding the kubeconfig this
-	// cluster uses to reach the peer, scoped by the peer to its tenant namespaces.
+	// cluster uses to reach the peer, scoped by the peer to its tenant
+	// namespaces. It lives in ferry-system, the only namespace whose Secrets
+	// ferry's components may read.
+	// +kubebuilder:validation:XValidation:rule="self.namespace == 'ferry-system'",message="credentialsSecretRef.namespace must be ferry-system",fieldPath=`.namespace`
 	// +optional
 	CredentialsSecretRef *SecretReference `json:"credentialsSecretRef,omitempty"`
 

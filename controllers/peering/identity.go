@@ -21,7 +21,7 @@ func ValidateClusterID(field, id string) error {
 	return nil
 }
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create
+// +kubebuilder:rbac:groups="",namespace=ferry-system,resources=configmaps,verbs=get;create
 
 // EnsureClusterIdentity records id as this cluster's ClusterID, or checks it
 // against the one recorded: a cluster's ID never changes, since peers label

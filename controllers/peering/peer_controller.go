@@ -63,7 +63,7 @@ type cachedProvider struct {
 // +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ferry.io,resources=virtualnodes,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update;delete
+// +kubebuilder:rbac:groups="",namespace=ferry-system,resources=secrets,verbs=get;list;watch;update;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;delete
 
 // Reconcile follows one provider.

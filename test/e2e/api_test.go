@@ -153,6 +153,11 @@ var _ = Describe("ferry's API", Label("api"), Ordered, func() {
 		Entry("ForeignCluster: provider without credentials", "ForeignCluster",
 			func(o client.Object) { o.(*ferryv1alpha1.ForeignCluster).Spec.CredentialsSecretRef = nil },
 			"spec.credentialsSecretRef", "credentialsSecretRef is required when role is Provider"),
+		Entry("ForeignCluster: credentials outside ferry-system", "ForeignCluster",
+			func(o client.Object) {
+				o.(*ferryv1alpha1.ForeignCluster).Spec.CredentialsSecretRef.Namespace = "default"
+			},
+			"spec.credentialsSecretRef.namespace", "credentialsSecretRef.namespace must be ferry-system"),
 		Entry("ForeignCluster: plain-HTTP API server", "ForeignCluster",
 			func(o client.Object) { o.(*ferryv1alpha1.ForeignCluster).Spec.APIServerURL = "http://203.0.113.7:6443" },
 			"spec.apiServerURL", "should match"),
