@@ -252,9 +252,14 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 			perMinute(consumerFerry.LocalRequests.Load()-localBefore), perMinute(resourceSliceRequests(ctx, provider)-sliceBefore)))
 	})
 
-	It("refuses to peer twice", func(ctx context.Context) {
+	It("refuses to peer twice, or the other way round, and leaves the existing peering alone", func(ctx context.Context) {
 		out, err := ferryctl(ctx, append([]string{"peer"}, pair...)...)
 		Expect(err).To(MatchError(ContainSubstring("already peered")), out)
+		reverse := []string{"peer", "--consumer-kubeconfig", provider.KubeconfigPath, "--provider-kubeconfig", consumer.KubeconfigPath}
+		out, err = ferryctl(ctx, reverse...)
+		Expect(err).To(MatchError(ContainSubstring("peering both ways is not supported by ferryctl yet")), out)
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: "provider"}, &ferryv1alpha1.ForeignCluster{})).To(Succeed())
+		Expect(provider.Client.Get(ctx, client.ObjectKey{Name: "consumer"}, &ferryv1alpha1.ForeignCluster{})).To(Succeed())
 	})
 
 	It("unpeers, leaving both clusters clean and the credential revoked", func(ctx context.Context) {

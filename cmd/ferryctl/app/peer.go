@@ -89,12 +89,18 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 	if err := checkNotPeered(ctx, consumer, provider); err != nil {
 		return err
 	}
+	// undo holds, newest last, how to remove what this run made: a failure
+	// removes exactly that, and never an object someone else made.
+	var undo []func(context.Context) error
 	defer func() {
-		if err != nil {
-			fmt.Fprintf(out, "Peering failed; removing what was made: %v\n", err)
-			rollbackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			if rbErr := unpeer(rollbackCtx, io.Discard, consumer, provider); rbErr != nil {
+		if err == nil || len(undo) == 0 {
+			return
+		}
+		fmt.Fprintf(out, "Peering failed; removing what was made: %v\n", err)
+		rollbackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		for i := len(undo) - 1; i >= 0; i-- {
+			if rbErr := undo[i](rollbackCtx); rbErr != nil {
 				err = errors.Join(err, fmt.Errorf("roll back: %w", rbErr))
 			}
 		}
@@ -109,6 +115,15 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 	if err := provider.c.Create(ctx, fcOnProvider); err != nil {
 		return fmt.Errorf("declare consumer on provider: %w", err)
 	}
+	undo = append(undo, func(ctx context.Context) error {
+		if err := deleteAndWait(ctx, provider.c, fcOnProvider); err != nil {
+			return fmt.Errorf("on the provider: %w", err)
+		}
+		return waitFor(ctx, "tenant namespace "+tenant+" to be deleted", func(ctx context.Context) (bool, error) {
+			_, err := provider.kube.CoreV1().Namespaces().Get(ctx, tenant, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+	})
 	if err := waitFor(ctx, "the provider's controller to make the tenant", func(ctx context.Context) (bool, error) {
 		_, err := provider.kube.CoreV1().ServiceAccounts(tenant).Get(ctx, peering.ConsumerServiceAccount, metav1.GetOptions{})
 		return err == nil, client.IgnoreNotFound(err)
@@ -136,6 +151,9 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 	if err := consumer.c.Create(ctx, secret); err != nil {
 		return fmt.Errorf("store credential on consumer: %w", err)
 	}
+	undo = append(undo, func(ctx context.Context) error {
+		return client.IgnoreNotFound(consumer.c.Delete(ctx, secret))
+	})
 
 	step(fmt.Sprintf("Declaring provider %q on the consumer", provider.id))
 	fcOnConsumer := &ferryv1alpha1.ForeignCluster{
@@ -151,6 +169,12 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 	if err := consumer.c.Create(ctx, fcOnConsumer); err != nil {
 		return fmt.Errorf("declare provider on consumer: %w", err)
 	}
+	undo = append(undo, func(ctx context.Context) error {
+		if err := deleteAndWait(ctx, consumer.c, fcOnConsumer); err != nil {
+			return fmt.Errorf("on the consumer: %w", err)
+		}
+		return nil
+	})
 
 	step("Waiting for the grant and the virtual node")
 	var last string
@@ -242,13 +266,19 @@ func checkDistinct(ctx context.Context, consumer, provider *cluster) error {
 func checkNotPeered(ctx context.Context, consumer, provider *cluster) error {
 	var fc ferryv1alpha1.ForeignCluster
 	if err := consumer.c.Get(ctx, client.ObjectKey{Name: string(provider.id)}, &fc); err == nil {
+		if fc.Spec.Role == ferryv1alpha1.RoleConsumer {
+			return fmt.Errorf("%q already offloads to %q (ForeignCluster %q there): peering both ways is not supported by ferryctl yet", provider.id, consumer.id, fc.Name)
+		}
 		return fmt.Errorf("already peered: consumer %q has ForeignCluster %q for provider %q; run `ferryctl unpeer` first", consumer.id, fc.Name, provider.id)
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("check for an existing peering on the consumer: %w", err)
 	}
-	if err := provider.c.Get(ctx, client.ObjectKey{Name: string(consumer.id)}, &fc); err == nil && fc.Spec.Role != ferryv1alpha1.RoleProvider {
+	if err := provider.c.Get(ctx, client.ObjectKey{Name: string(consumer.id)}, &fc); err == nil {
+		if fc.Spec.Role == ferryv1alpha1.RoleProvider {
+			return fmt.Errorf("%q already offloads to %q (ForeignCluster %q there): peering both ways is not supported by ferryctl yet", provider.id, consumer.id, fc.Name)
+		}
 		return fmt.Errorf("already peered: provider %q already serves consumer %q (ForeignCluster %q); run `ferryctl unpeer` first", provider.id, consumer.id, fc.Name)
-	} else if err != nil && !apierrors.IsNotFound(err) {
+	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("check for an existing peering on the provider: %w", err)
 	}
 	return nil
