@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -56,7 +57,7 @@ func (l *DeploymentLauncher) Ensure(ctx context.Context, vnKey types.NamespacedN
 				"--virtual-node-name=" + vnKey.Name,
 			}, l.ExtraArgs...),
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU: resourceMust("50m"), corev1.ResourceMemory: resourceMust("64Mi"),
+				corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
 			}},
 			SecurityContext: &corev1.SecurityContext{
 				RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),

@@ -105,8 +105,12 @@ type ProcessLauncher struct {
 	ExtraArgs []string
 
 	mu      sync.Mutex
-	running map[types.NamespacedName]*exec.Cmd
-	exited  map[types.NamespacedName]chan struct{}
+	running map[types.NamespacedName]*kubeletProcess
+}
+
+type kubeletProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it has exited
 }
 
 // Ensure implements VirtualKubeletLauncher.
@@ -114,11 +118,11 @@ func (l *ProcessLauncher) Ensure(ctx context.Context, vn types.NamespacedName) e
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.running == nil {
-		l.running, l.exited = map[types.NamespacedName]*exec.Cmd{}, map[types.NamespacedName]chan struct{}{}
+		l.running = map[types.NamespacedName]*kubeletProcess{}
 	}
-	if done, ok := l.exited[vn]; ok {
+	if p, ok := l.running[vn]; ok {
 		select {
-		case <-done:
+		case <-p.done: // it ended on its own: start it again
 		default:
 			return nil
 		}
@@ -145,7 +149,7 @@ func (l *ProcessLauncher) Ensure(ctx context.Context, vn types.NamespacedName) e
 		_ = logFile.Close()
 		close(done)
 	}()
-	l.running[vn], l.exited[vn] = cmd, done
+	l.running[vn] = &kubeletProcess{cmd: cmd, done: done}
 	log.FromContext(ctx).Info("Started virtual kubelet process", "virtualNode", vn, "pid", cmd.Process.Pid)
 	return nil
 }
@@ -153,20 +157,18 @@ func (l *ProcessLauncher) Ensure(ctx context.Context, vn types.NamespacedName) e
 // Remove implements VirtualKubeletLauncher.
 func (l *ProcessLauncher) Remove(_ context.Context, vn types.NamespacedName) error {
 	l.mu.Lock()
-	cmd, ok := l.running[vn]
-	done := l.exited[vn]
+	p, ok := l.running[vn]
 	delete(l.running, vn)
-	delete(l.exited, vn)
 	l.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-done:
+	case <-p.done:
 	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
+		_ = p.cmd.Process.Kill()
+		<-p.done
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func TestProcessLauncherRunsOneProcessPerVirtualNode(t *testing.T) {
 	if args != want {
 		t.Fatalf("started with %q, want exactly one start with %q", args, want)
 	}
-	pid := l.running[vn].Process.Pid
+	pid := l.running[vn].cmd.Process.Pid
 
 	if err := l.Remove(t.Context(), vn); err != nil {
 		t.Fatal(err)

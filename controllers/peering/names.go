@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -69,5 +67,3 @@ func isConsumer(fc *ferryv1alpha1.ForeignCluster) bool {
 func isProvider(fc *ferryv1alpha1.ForeignCluster) bool {
 	return fc.Spec.Role == ferryv1alpha1.RoleProvider || fc.Spec.Role == ferryv1alpha1.RoleConsumerAndProvider
 }
-
-func resourceMust(s string) resource.Quantity { return resource.MustParse(s) }

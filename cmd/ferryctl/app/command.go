@@ -6,7 +6,6 @@ package app
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -163,5 +162,3 @@ func ParseResources(s string) (corev1.ResourceList, error) {
 	}
 	return out, nil
 }
-
-func readFile(path string) ([]byte, error) { return os.ReadFile(path) }

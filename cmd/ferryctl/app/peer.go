@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -119,10 +120,7 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 		if err := deleteAndWait(ctx, provider.c, fcOnProvider); err != nil {
 			return fmt.Errorf("on the provider: %w", err)
 		}
-		return waitFor(ctx, "tenant namespace "+tenant+" to be deleted", func(ctx context.Context) (bool, error) {
-			_, err := provider.kube.CoreV1().Namespaces().Get(ctx, tenant, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-		})
+		return waitTenantGone(ctx, provider, tenant)
 	})
 	if err := waitFor(ctx, "the provider's controller to make the tenant", func(ctx context.Context) (bool, error) {
 		_, err := provider.kube.CoreV1().ServiceAccounts(tenant).Get(ctx, peering.ConsumerServiceAccount, metav1.GetOptions{})
@@ -208,7 +206,7 @@ func issueKubeconfig(ctx context.Context, provider *cluster, tenant string, life
 	}
 	ca := provider.cfg.CAData
 	if len(ca) == 0 && provider.cfg.CAFile != "" {
-		if ca, err = readFile(provider.cfg.CAFile); err != nil {
+		if ca, err = os.ReadFile(provider.cfg.CAFile); err != nil {
 			return nil, fmt.Errorf("read the provider's CA: %w", err)
 		}
 	}
@@ -313,6 +311,12 @@ func unpeer(ctx context.Context, out io.Writer, consumer, provider *cluster) err
 	}
 	step("Waiting for the tenant namespace to go")
 	tenant := peering.TenantNamespace(consumer.id)
+	return waitTenantGone(ctx, provider, tenant)
+}
+
+// waitTenantGone waits until the provider has deleted a consumer's tenant
+// namespace, and with it the credential's service account.
+func waitTenantGone(ctx context.Context, provider *cluster, tenant string) error {
 	return waitFor(ctx, "tenant namespace "+tenant+" to be deleted", func(ctx context.Context) (bool, error) {
 		_, err := provider.kube.CoreV1().Namespaces().Get(ctx, tenant, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
