@@ -46,4 +46,34 @@ const (
 
 	// KubeconfigSecretKey is the key of the kubeconfig in a credentials Secret.
 	KubeconfigSecretKey = "kubeconfig"
+
+	// LabelOriginName is, on a ShadowPod and its real pod, the name of the
+	// consumer's pod they stand for.
+	LabelOriginName = "ferry.io/origin-name"
+
+	// LabelOriginUID is, on a ShadowPod and its real pod, the UID of the
+	// consumer's pod they stand for: a pod recreated under the same name
+	// (a StatefulSet's) is not mistaken for its predecessor.
+	LabelOriginUID = "ferry.io/origin-uid"
+
+	// ShadowPodFinalizer holds a ShadowPod until its real pod is gone, so a
+	// deleted ShadowPod never leaves a pod running unaccounted for. The
+	// consumer sets it at creation; the provider's controller removes it.
+	ShadowPodFinalizer = "ferry.io/shadow-pod"
+
+	// TwinNamespaceFinalizer holds a TwinNamespace until its namespace is gone.
+	TwinNamespaceFinalizer = "ferry.io/twin-namespace"
+
+	// NamespaceOffloadingFinalizer holds a NamespaceOffloading until its
+	// offloaded pods are drained and its twin namespaces are gone.
+	NamespaceOffloadingFinalizer = "ferry.io/namespace-offloading"
+
+	// TwinNamespaceClusterRole is, on a provider, the ClusterRole the consumer
+	// is bound to (by a RoleBinding) in each of its twin namespaces.
+	TwinNamespaceClusterRole = "ferry-twin-namespace"
+
+	// PodConditionOffloaded is the condition the virtual kubelet sets on an
+	// offloaded pod: True once the provider runs it, False with the reason
+	// when the provider cannot (or ferry refuses to) run it.
+	PodConditionOffloaded = "ferry.io/Offloaded"
 )

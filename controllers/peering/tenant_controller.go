@@ -133,12 +133,15 @@ func (r *TenantReconciler) updateStatus(ctx context.Context, fc *ferryv1alpha1.F
 }
 
 // consumerRules is all a consumer may do in its tenant namespace: ask for
-// resources and renew its own credential. Later features add rules in the
-// twin namespaces the provider makes for it, never cluster-wide.
+// resources and twin namespaces, and renew its own credential. In each twin
+// namespace the provider makes for it, the consumer is bound to the
+// ferry-twin-namespace ClusterRole; it gets nothing cluster-wide.
 func consumerRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"resourceslices/status"}, Verbs: []string{"get"}},
+		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"twinnamespaces"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"twinnamespaces/status"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{ConsumerServiceAccount}, Verbs: []string{"create"}},
 	}
 }
