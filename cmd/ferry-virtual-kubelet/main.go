@@ -1,6 +1,7 @@
 // Command ferry-virtual-kubelet serves one VirtualNode: it registers, in the
 // local (consumer) cluster, the virtual Node standing for a peered provider
-// cluster and keeps it alive and truthful. ferry's controller manager runs
+// cluster, keeps it alive and truthful, and runs the pods bound to it in the
+// provider. ferry's controller manager runs
 // one per VirtualNode.
 package main
 
@@ -18,6 +19,7 @@ import (
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/virtualkubelet/node"
+	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 )
 
 func main() {
@@ -33,6 +35,9 @@ func main() {
 	fs.DurationVar(&opts.HealthCheckTimeout, "health-check-timeout", node.DefaultHealthCheckTimeout, "timeout of one probe of the provider API server (at most --health-check-period)")
 	fs.IntVar(&opts.FailureThreshold, "health-check-failure-threshold", node.DefaultFailureThreshold, "consecutive failed probes after which the node is reported NotReady")
 	fs.Int32Var(&opts.LeaseDurationSeconds, "lease-duration-seconds", node.DefaultLeaseDurationSeconds, "duration of the node's Lease in kube-node-lease; it is renewed every quarter of it")
+	fs.IntVar(&opts.PodSyncWorkers, "pod-sync-workers", offloading.DefaultWorkers, "how many pods are offloaded (created, updated, deleted, status copied back) at once")
+	fs.Float32Var(&opts.ClientQPS, "client-qps", offloading.DefaultClientQPS, "queries per second the pod offloading may send to each cluster")
+	fs.IntVar(&opts.ClientBurst, "client-burst", offloading.DefaultClientBurst, "burst of queries the pod offloading may send to each cluster")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)

@@ -36,6 +36,13 @@ type Options struct {
 	// LeaseDurationSeconds is the Node Lease's duration (default 40); it is
 	// renewed every quarter of it.
 	LeaseDurationSeconds int32
+
+	// PodSyncWorkers is how many pods are offloaded at once (default 16).
+	PodSyncWorkers int
+	// ClientQPS and ClientBurst bound the pod offloading's requests to each
+	// cluster (defaults 200 and 400).
+	ClientQPS   float32
+	ClientBurst int
 }
 
 // withDefaults returns o with its zero tuning fields set to the defaults.
@@ -77,6 +84,12 @@ func (o *Options) Validate() error {
 	}
 	if d.FailureThreshold < 1 {
 		errs = append(errs, fmt.Errorf("--health-check-failure-threshold (%d) must be at least 1", d.FailureThreshold))
+	}
+	if d.PodSyncWorkers < 0 {
+		errs = append(errs, fmt.Errorf("--pod-sync-workers (%d) must not be negative", d.PodSyncWorkers))
+	}
+	if d.ClientQPS < 0 || d.ClientBurst < 0 {
+		errs = append(errs, fmt.Errorf("--client-qps (%g) and --client-burst (%d) must not be negative", d.ClientQPS, d.ClientBurst))
 	}
 	if d.LeaseDurationSeconds < minLeaseDurationSeconds {
 		errs = append(errs, fmt.Errorf("--lease-duration-seconds (%d) must be at least %d", d.LeaseDurationSeconds, minLeaseDurationSeconds))

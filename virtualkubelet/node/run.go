@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 )
 
 const (
@@ -46,11 +48,15 @@ const (
 // +kubebuilder:rbac:groups=ferry.io,resources=virtualnodes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",namespace=ferry-system,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",namespace=ferry-system,resources=configmaps,verbs=get
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ferry.io,resources=namespaceoffloadings,verbs=get;list;watch
 
 // Run serves the VirtualNode opts names, in the local cluster local: it
 // registers its Node, keeps it alive with a Lease, reports the provider's
-// health and the VirtualNode's changes on it, and keeps the VirtualNode's
-// status. It blocks until ctx is done and then returns nil, leaving the Node
+// health and the VirtualNode's changes on it, keeps the VirtualNode's
+// status, and offloads the pods bound to the Node to the provider. It blocks until ctx is done and then returns nil, leaving the Node
 // in place (whoever owns the VirtualNode deletes it); it returns an error when
 // it cannot start (invalid options, a missing VirtualNode or credentials
 // Secret) or the Node cannot be registered.
@@ -99,8 +105,13 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	consumer, err := r.consumerClusterID(ctx)
+	if err != nil {
+		return err
+	}
 	r.vn = vn
 	r.health = NewHealth(opts.FailureThreshold, r.started)
+	r.providerReady.Store(true)
 	node, err := BuildNode(vn, r.health, r.started)
 	if err != nil {
 		return err
@@ -139,6 +150,16 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	wg.Go(func() { informer.RunWithContext(runCtx) })
 	wg.Go(func() { r.probeLoop(runCtx, prober, probes) })
 	wg.Go(func() { r.loop(runCtx, nc.Ready(), informer.HasSynced, probes) })
+	offloadErr := make(chan error, 1)
+	wg.Go(func() {
+		offloadErr <- offloading.Run(runCtx, offloading.Config{
+			Local: local, Provider: providerCfg, NodeName: node.Name,
+			ConsumerClusterID: consumer, ProviderClusterID: vn.Spec.ClusterID,
+			Workers: opts.PodSyncWorkers, ClientQPS: opts.ClientQPS, ClientBurst: opts.ClientBurst,
+			ProviderReady: r.providerReady.Load,
+		})
+		cancel()
+	})
 	// The node controller's status callback blocks while the controller
 	// writes, and forever once it has stopped with an update queued; so the
 	// pusher is not waited for (it returns as soon as it is not blocked).
@@ -152,6 +173,9 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	wg.Wait()
 	if ncErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("run node controller of node %s: %w", node.Name, ncErr)
+	}
+	if err := <-offloadErr; err != nil && ctx.Err() == nil {
+		return fmt.Errorf("offload pods of node %s: %w", node.Name, err)
 	}
 	r.reportStopped(ctx)
 	logger.Info("Virtual kubelet stopped", "node", node.Name)
@@ -200,6 +224,8 @@ type runner struct {
 	vn            *ferryv1alpha1.VirtualNode // latest known
 	vnGone        bool                       // deleted while we run
 	health        Health
+	// providerReady mirrors health.Ready for the pod offloading.
+	providerReady atomic.Bool
 	pushed        *corev1.Node // the last report handed to the node controller
 	nodeReady     bool         // the node controller registered the Node
 	taintsSynced  bool
@@ -230,6 +256,20 @@ func (r *runner) getVirtualNode(ctx context.Context) (*ferryv1alpha1.VirtualNode
 		return nil, fmt.Errorf("read virtual node %s: %w", r.key, err)
 	}
 	return vn, nil
+}
+
+// consumerClusterID reads this cluster's ClusterID, which labels every
+// object the virtual kubelet makes on the provider.
+func (r *runner) consumerClusterID(ctx context.Context) (ferryv1alpha1.ClusterID, error) {
+	cm, err := r.kube.CoreV1().ConfigMaps(ferryv1alpha1.SystemNamespace).Get(ctx, ferryv1alpha1.ClusterIdentityConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("read this cluster's identity (ConfigMap %s/%s): %w", ferryv1alpha1.SystemNamespace, ferryv1alpha1.ClusterIdentityConfigMap, err)
+	}
+	id := cm.Data[ferryv1alpha1.ClusterIdentityKey]
+	if id == "" {
+		return "", fmt.Errorf("ConfigMap %s/%s has no key %q", ferryv1alpha1.SystemNamespace, ferryv1alpha1.ClusterIdentityConfigMap, ferryv1alpha1.ClusterIdentityKey)
+	}
+	return ferryv1alpha1.ClusterID(id), nil
 }
 
 func (r *runner) providerConfig(ctx context.Context, vn *ferryv1alpha1.VirtualNode) (*rest.Config, error) {
@@ -321,6 +361,7 @@ func (r *runner) loop(ctx context.Context, nodeRegistered <-chan struct{}, infor
 				}
 				continue
 			}
+			r.providerReady.Store(r.health.Ready)
 			logger.Info("Provider health changed", "ready", r.health.Ready, "reason", r.health.Reason, "message", r.health.Message)
 		case <-nodeRegistered:
 			nodeRegistered = nil

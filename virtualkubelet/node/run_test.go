@@ -164,6 +164,13 @@ func TestRun(t *testing.T) {
 	if err := consumer.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
+	identity := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ferryv1alpha1.ClusterIdentityConfigMap},
+		Data:       map[string]string{ferryv1alpha1.ClusterIdentityKey: "consumer"},
+	}
+	if err := consumer.Client.Create(ctx, identity); err != nil {
+		t.Fatal(err)
+	}
 	vn := &ferryv1alpha1.VirtualNode{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "provider"},
 		Spec: ferryv1alpha1.VirtualNodeSpec{

@@ -1,0 +1,469 @@
+package offloading
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultWorkers     = 16
+	DefaultClientQPS   = 200
+	DefaultClientBurst = 400
+
+	// notSyncedRetry is how soon a pod is looked at again while the watches
+	// of its twin namespace are still listing.
+	notSyncedRetry = 200 * time.Millisecond
+	// healthPoll is how often the provider's health is looked at, to resync
+	// every pod once it comes back.
+	healthPoll = time.Second
+)
+
+// Config says which node's pods to offload where.
+type Config struct {
+	// Local is the consumer cluster, Provider the provider cluster (with
+	// the consumer's credential, which reaches its twin namespaces only).
+	Local, Provider *rest.Config
+	// NodeName is the virtual node whose pods are offloaded.
+	NodeName string
+	// ConsumerClusterID and ProviderClusterID identify the two clusters.
+	ConsumerClusterID, ProviderClusterID ferryv1alpha1.ClusterID
+	// Workers is how many pods are synced at once (default 16).
+	Workers int
+	// ClientQPS and ClientBurst bound the requests to each cluster
+	// (defaults 200 and 400).
+	ClientQPS   float32
+	ClientBurst int
+	// RemapPodIP translates remote pod IPs (the network fabric's; identity
+	// when nil).
+	RemapPodIP IPRemapper
+	// ProviderReady tells whether the provider answers health checks; while
+	// it does not, remote statuses are stale and are not written back, and
+	// every pod is synced again when it returns. Nil: always ready.
+	ProviderReady func() bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.Workers <= 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.ClientQPS <= 0 {
+		c.ClientQPS = DefaultClientQPS
+	}
+	if c.ClientBurst <= 0 {
+		c.ClientBurst = DefaultClientBurst
+	}
+	if c.ProviderReady == nil {
+		c.ProviderReady = func() bool { return true }
+	}
+	return c
+}
+
+// Scheme holds the kinds the virtual kubelet reads and writes.
+func newScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := scheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := ferryv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// controller offloads the pods of one virtual node.
+type controller struct {
+	cfg      Config
+	local    kubernetes.Interface
+	remote   client.WithWatch
+	pods     corelisters.PodLister
+	twins    *twins
+	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	recorder record.EventRecorder
+	// podsByNamespace indexes the node's local pods, to resync a namespace.
+	podIndex cache.Indexer
+	ready    atomic.Bool
+}
+
+// Run offloads the pods bound to cfg.NodeName until ctx is done.
+func Run(ctx context.Context, cfg Config) error {
+	cfg = cfg.withDefaults()
+	logger := klog.FromContext(ctx).WithName("offloading")
+	ctx = klog.NewContext(ctx, logger)
+	s, err := newScheme()
+	if err != nil {
+		return fmt.Errorf("register API types: %w", err)
+	}
+	localCfg, remoteCfg := rest.CopyConfig(cfg.Local), rest.CopyConfig(cfg.Provider)
+	for _, c := range []*rest.Config{localCfg, remoteCfg} {
+		c.QPS, c.Burst = cfg.ClientQPS, cfg.ClientBurst
+	}
+	local, err := kubernetes.NewForConfig(localCfg)
+	if err != nil {
+		return fmt.Errorf("build client of the local cluster: %w", err)
+	}
+	localFerry, err := client.NewWithWatch(localCfg, client.Options{Scheme: s})
+	if err != nil {
+		return fmt.Errorf("build client of the local cluster: %w", err)
+	}
+	remote, err := client.NewWithWatch(remoteCfg, client.Options{Scheme: s})
+	if err != nil {
+		return fmt.Errorf("build client of provider %s: %w", cfg.ProviderClusterID, err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: local.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+
+	c := &controller{
+		cfg:    cfg,
+		local:  local,
+		remote: remote,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "offloading"}),
+		recorder: broadcaster.NewRecorder(s, corev1.EventSource{Component: "ferry-virtual-kubelet", Host: cfg.NodeName}),
+	}
+	defer c.queue.ShutDown()
+	c.twins = &twins{provider: cfg.ProviderClusterID, consumer: cfg.ConsumerClusterID, remote: remote,
+		enqueue: c.queue.Add, namespaceChanged: c.enqueueNamespace}
+
+	factory := informers.NewSharedInformerFactoryWithOptions(local, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
+	}))
+	podInformer := factory.Core().V1().Pods()
+	_ = podInformer.Informer().SetTransform(dropManagedFields)
+	c.pods, c.podIndex = podInformer.Lister(), podInformer.Informer().GetIndexer()
+	enqueuePod := func(o any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {
+			ns, name, _ := cache.SplitMetaNamespaceKey(key)
+			c.queue.Add(types.NamespacedName{Namespace: ns, Name: name})
+		}
+	}
+	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueuePod,
+		UpdateFunc: func(_, o any) { enqueuePod(o) },
+		DeleteFunc: enqueuePod,
+	})
+
+	nsoChanged := make(chan struct{}, 1)
+	signal := func(any) {
+		select {
+		case nsoChanged <- struct{}{}:
+		default:
+		}
+	}
+	nsoStore, nsoInformer := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				l := &ferryv1alpha1.NamespaceOffloadingList{}
+				return l, localFerry.List(ctx, l, &client.ListOptions{Raw: &opts})
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				return localFerry.Watch(ctx, &ferryv1alpha1.NamespaceOffloadingList{}, &client.ListOptions{Raw: &opts})
+			},
+		},
+		ObjectType: &ferryv1alpha1.NamespaceOffloading{},
+		Handler:    cache.ResourceEventHandlerFuncs{AddFunc: signal, UpdateFunc: func(_, o any) { signal(o) }, DeleteFunc: signal},
+	})
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	factory.Start(runCtx.Done())
+	defer factory.Shutdown()
+	wg.Go(func() { nsoInformer.RunWithContext(runCtx) })
+	if !cache.WaitForCacheSync(runCtx.Done(), podInformer.Informer().HasSynced, nsoInformer.HasSynced) {
+		return ctx.Err()
+	}
+	c.twins.refresh(runCtx, nsoStore)
+	wg.Go(func() {
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-nsoChanged:
+				c.twins.refresh(runCtx, nsoStore)
+			}
+		}
+	})
+	wg.Go(func() { c.watchHealth(runCtx) })
+	for range cfg.Workers {
+		wg.Go(func() {
+			for c.processNext(runCtx) {
+			}
+		})
+	}
+	logger.Info("Offloading pods", "node", cfg.NodeName, "provider", cfg.ProviderClusterID, "workers", cfg.Workers)
+	<-runCtx.Done()
+	c.queue.ShutDown()
+	return nil
+}
+
+// enqueueNamespace syncs every local pod of namespace again.
+func (c *controller) enqueueNamespace(namespace string) {
+	pods, err := c.pods.Pods(namespace).List(everything)
+	if err != nil {
+		return
+	}
+	for _, p := range pods {
+		c.queue.Add(types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+	}
+}
+
+// watchHealth resyncs every pod when the provider becomes ready again, so
+// statuses written by others meanwhile (the node lifecycle controller marks
+// the pods of a NotReady node not ready) converge to the provider's.
+func (c *controller) watchHealth(ctx context.Context) {
+	ticker := time.NewTicker(healthPoll)
+	defer ticker.Stop()
+	wasReady := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		ready := c.cfg.ProviderReady()
+		if ready && !wasReady {
+			klog.FromContext(ctx).Info("Provider is back; resyncing every pod")
+			for _, obj := range c.podIndex.List() {
+				if p, ok := obj.(*corev1.Pod); ok {
+					c.queue.Add(types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+				}
+			}
+		}
+		wasReady = ready
+	}
+}
+
+func (c *controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	requeue, err := c.sync(ctx, key)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			klog.FromContext(ctx).V(1).Info("Pod sync failed; will retry", "pod", key, "err", err.Error())
+		}
+		c.queue.AddRateLimited(key)
+	case requeue > 0:
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, requeue)
+	default:
+		c.queue.Forget(key)
+	}
+	return true
+}
+
+// sync brings one local pod and its ShadowPod in line. It returns a delay
+// after which to look again when it waits for something no watch reports.
+func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
+	pod, err := c.pods.Pods(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		pod = nil
+	} else if err != nil {
+		return 0, err
+	}
+	t := c.twins.forLocal(key.Namespace)
+	if t != nil && !t.synced() {
+		return notSyncedRetry, nil
+	}
+	switch {
+	case pod == nil:
+		return 0, c.deleteOrphan(ctx, t, key.Name)
+	case pod.DeletionTimestamp != nil:
+		return 0, c.syncDeleting(ctx, t, pod)
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		return 0, nil
+	}
+	if refusal := Refuse(pod); refusal != nil {
+		if c.writeStatus(ctx, pod, refusedStatus(pod, refusal)) {
+			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonOffloadingRefused, refusal.Error())
+		}
+		return 0, nil
+	}
+	if t == nil || !t.ready {
+		msg := fmt.Sprintf("namespace %s has no Ready twin namespace in cluster %s: offload it with a NamespaceOffloading selecting that cluster", pod.Namespace, c.cfg.ProviderClusterID)
+		if t != nil {
+			msg = fmt.Sprintf("the twin namespace %s in cluster %s is being removed", t.name, c.cfg.ProviderClusterID)
+		}
+		if c.writeStatus(ctx, pod, statusWithCondition(pod, corev1.ConditionFalse, ReasonNamespaceNotOffloaded, msg)) {
+			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonNamespaceNotOffloaded, msg)
+		}
+		return 0, nil
+	}
+
+	want := ShadowPodFor(pod, c.cfg.ConsumerClusterID, t.name)
+	shadow := t.shadowPod(pod.Name)
+	if shadow != nil && shadow.Labels[ferryv1alpha1.LabelOriginUID] != string(pod.UID) {
+		// The ShadowPod of an earlier pod of the same name: remove it first.
+		return 0, c.deleteShadowPod(ctx, shadow)
+	}
+	if shadow == nil {
+		return 0, c.createShadowPod(ctx, pod, want)
+	}
+	if shadow.DeletionTimestamp != nil {
+		return 0, nil // deleted under us on the provider: recreated once gone
+	}
+	if !equality.Semantic.DeepEqual(shadow.Spec.Template, want.Spec.Template) {
+		updated := shadow.DeepCopy()
+		updated.Spec.Template = want.Spec.Template
+		if err := c.remote.Update(ctx, updated); err != nil {
+			return 0, fmt.Errorf("update shadow pod %s/%s: %w", t.name, pod.Name, err)
+		}
+		klog.FromContext(ctx).V(1).Info("Updated shadow pod", "pod", klog.KObj(pod), "twinNamespace", t.name)
+	}
+
+	if !c.cfg.ProviderReady() {
+		return 0, nil
+	}
+	remote := t.remotePod(pod.Name)
+	if remote != nil && remote.Labels[ferryv1alpha1.LabelOriginUID] != string(pod.UID) {
+		remote = nil
+	}
+	switch {
+	case remote != nil:
+		c.writeStatus(ctx, pod, statusFromRemote(pod, remote, shadow.Status.Recreations, c.cfg.ProviderClusterID, c.cfg.RemapPodIP))
+	case shadowRejection(shadow) != nil:
+		cond := shadowRejection(shadow)
+		msg := fmt.Sprintf("cluster %s cannot create the pod: %s: %s", c.cfg.ProviderClusterID, cond.Reason, cond.Message)
+		if c.writeStatus(ctx, pod, statusWithCondition(pod, corev1.ConditionFalse, ReasonShadowPodRejected, msg)) {
+			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonShadowPodRejected, msg)
+		}
+	}
+	return 0, nil
+}
+
+// writeStatus writes status on the local pod when it differs, and reports
+// whether it wrote. A conflict is left to the informer's next event.
+func (c *controller) writeStatus(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus) bool {
+	if equality.Semantic.DeepEqual(pod.Status, status) {
+		return false
+	}
+	updated := pod.DeepCopy()
+	updated.Status = status
+	_, err := c.local.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).V(2).Info("Updated pod status", "pod", klog.KObj(pod), "phase", status.Phase)
+		return true
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		return false
+	default:
+		klog.FromContext(ctx).Error(err, "Could not update pod status", "pod", klog.KObj(pod))
+		c.queue.AddRateLimited(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+		return false
+	}
+}
+
+func (c *controller) createShadowPod(ctx context.Context, pod *corev1.Pod, sp *ferryv1alpha1.ShadowPod) error {
+	err := c.remote.Create(ctx, sp)
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).V(1).Info("Offloaded pod", "pod", klog.KObj(pod), "twinNamespace", sp.Namespace)
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		return nil // the watch brings it
+	}
+	msg := fmt.Sprintf("cluster %s refused the shadow pod: %v", c.cfg.ProviderClusterID, err)
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		if c.writeStatus(ctx, pod, statusWithCondition(pod, corev1.ConditionFalse, ReasonShadowPodRejected, msg)) {
+			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonShadowPodRejected, msg)
+		}
+	}
+	return fmt.Errorf("create shadow pod %s/%s: %w", sp.Namespace, sp.Name, err)
+}
+
+func (c *controller) deleteShadowPod(ctx context.Context, sp *ferryv1alpha1.ShadowPod) error {
+	if sp.DeletionTimestamp != nil {
+		return nil
+	}
+	err := c.remote.Delete(ctx, sp, client.Preconditions{UID: &sp.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete shadow pod %s/%s: %w", sp.Namespace, sp.Name, err)
+	}
+	return nil
+}
+
+// deleteOrphan removes the ShadowPod of a local pod that is gone.
+func (c *controller) deleteOrphan(ctx context.Context, t *twin, name string) error {
+	if t == nil {
+		return nil
+	}
+	if sp := t.shadowPod(name); sp != nil {
+		klog.FromContext(ctx).V(1).Info("Removing shadow pod of a deleted pod", "twinNamespace", t.name, "name", name)
+		return c.deleteShadowPod(ctx, sp)
+	}
+	return nil
+}
+
+// syncDeleting carries a local deletion to the provider with its grace
+// period and, once the remote pod is gone, removes the local pod, as a
+// kubelet does once its containers have stopped.
+func (c *controller) syncDeleting(ctx context.Context, t *twin, pod *corev1.Pod) error {
+	if t != nil {
+		sp := t.shadowPod(pod.Name)
+		if sp != nil && sp.Labels[ferryv1alpha1.LabelOriginUID] != string(pod.UID) {
+			sp = nil
+		}
+		remote := t.remotePod(pod.Name)
+		if remote != nil && remote.Labels[ferryv1alpha1.LabelOriginUID] != string(pod.UID) {
+			remote = nil
+		}
+		var errs []error
+		if sp != nil {
+			errs = append(errs, c.deleteShadowPod(ctx, sp))
+		}
+		if remote != nil && remote.DeletionTimestamp == nil {
+			opts := []client.DeleteOption{client.Preconditions{UID: &remote.UID}}
+			if pod.DeletionGracePeriodSeconds != nil {
+				opts = append(opts, client.GracePeriodSeconds(*pod.DeletionGracePeriodSeconds))
+			}
+			if err := c.remote.Delete(ctx, remote, opts...); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				errs = append(errs, fmt.Errorf("delete remote pod %s/%s: %w", remote.Namespace, remote.Name, err))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		if sp != nil || remote != nil {
+			return nil // their deletion wakes us
+		}
+	}
+	err := c.local.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64(0)), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	klog.FromContext(ctx).V(1).Info("Pod deleted", "pod", klog.KObj(pod))
+	return nil
+}

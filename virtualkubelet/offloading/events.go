@@ -1,0 +1,5 @@
+package offloading
+
+import "k8s.io/apimachinery/pkg/labels"
+
+var everything = labels.Everything()

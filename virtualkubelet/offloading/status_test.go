@@ -1,0 +1,97 @@
+package offloading
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+func runningRemote() *corev1.Pod {
+	start := metav1.NewTime(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop-home", Generation: 3},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, HostIP: "10.9.0.7", HostIPs: []corev1.HostIP{{IP: "10.9.0.7"}},
+			PodIP: "10.244.1.5", PodIPs: []corev1.PodIP{{IP: "10.244.1.5"}}, StartTime: &start,
+			QOSClass:           corev1.PodQOSBestEffort,
+			ObservedGeneration: 3,
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, ObservedGeneration: 3, LastTransitionTime: start},
+			},
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "init", RestartCount: 0}},
+			ContainerStatuses:     []corev1.ContainerStatus{{Name: "web", Ready: true, RestartCount: 2}},
+		},
+	}
+}
+
+func TestStatusFromRemote(t *testing.T) {
+	local := boundPod()
+	local.Generation = 1
+	local.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBurstable}
+	remote := runningRemote()
+	remap := func(ip string) string { return strings.Replace(ip, "10.244.", "10.80.", 1) }
+
+	st := statusFromRemote(local, remote, 1, "provider", remap)
+
+	switch {
+	case st.Phase != corev1.PodRunning || !st.StartTime.Equal(remote.Status.StartTime):
+		t.Errorf("phase %s start %v: want the remote's", st.Phase, st.StartTime)
+	case st.PodIP != "10.80.1.5" || len(st.PodIPs) != 1 || st.PodIPs[0].IP != "10.80.1.5":
+		t.Errorf("pod IPs %s %v: want them remapped", st.PodIP, st.PodIPs)
+	case st.HostIP != "" || st.HostIPs != nil:
+		t.Errorf("host IP %s: the provider node's address means nothing here", st.HostIP)
+	case st.QOSClass != corev1.PodQOSBurstable:
+		t.Errorf("QoS class %s: it is immutable and must stay the local one", st.QOSClass)
+	case st.ObservedGeneration != 1:
+		t.Errorf("observedGeneration %d: want the local pod's generation", st.ObservedGeneration)
+	case st.ContainerStatuses[0].RestartCount != 3 || st.InitContainerStatuses[0].RestartCount != 1:
+		t.Errorf("restart counts %d/%d: want the remote ones plus one recreation", st.ContainerStatuses[0].RestartCount, st.InitContainerStatuses[0].RestartCount)
+	}
+	if remote.Status.ContainerStatuses[0].RestartCount != 2 || remote.Status.PodIP != "10.244.1.5" {
+		t.Error("statusFromRemote changed the remote pod")
+	}
+	var offloaded *corev1.PodCondition
+	for i, c := range st.Conditions {
+		if c.Type == corev1.PodReady && c.ObservedGeneration != 1 {
+			t.Errorf("Ready condition observedGeneration %d, want 1", c.ObservedGeneration)
+		}
+		if c.Type == ferryv1alpha1.PodConditionOffloaded {
+			offloaded = &st.Conditions[i]
+		}
+	}
+	if offloaded == nil || offloaded.Status != corev1.ConditionTrue || !strings.Contains(offloaded.Message, "cluster provider") {
+		t.Fatalf("Offloaded condition %+v: want True naming the cluster", offloaded)
+	}
+
+	// Once written, the same remote status computes the same local status:
+	// a resync writes nothing.
+	local.Status = st
+	if again := statusFromRemote(local, remote, 1, "provider", remap); !equality.Semantic.DeepEqual(again, st) {
+		t.Errorf("status not stable across resyncs:\n%+v\n%+v", again, st)
+	}
+}
+
+func TestRefusedStatusFailsThePodWithTheReason(t *testing.T) {
+	local := boundPod()
+	st := refusedStatus(local, &Refusal{Field: "spec.hostNetwork", Message: "no"})
+	if st.Phase != corev1.PodFailed || st.Reason != ReasonOffloadingRefused || !strings.Contains(st.Message, "spec.hostNetwork") {
+		t.Errorf("status %+v: want Failed with the reason naming the field", st)
+	}
+}
+
+func TestShadowRejection(t *testing.T) {
+	sp := &ferryv1alpha1.ShadowPod{}
+	if shadowRejection(sp) != nil {
+		t.Error("a new shadow pod is not rejected")
+	}
+	sp.Status.Conditions = []metav1.Condition{{Type: ferryv1alpha1.ShadowPodCreated, Status: metav1.ConditionFalse, Reason: "Forbidden", Message: "exceeded quota"}}
+	if c := shadowRejection(sp); c == nil || c.Reason != "Forbidden" {
+		t.Errorf("rejection %v, want Forbidden", c)
+	}
+}

@@ -1,0 +1,172 @@
+package offloading
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+// ferryPrefix marks ferry's own labels and annotations, which are not carried
+// to the provider.
+const ferryPrefix = "ferry.io/"
+
+// serviceAccountVolumePrefix names the projected token volume the consumer's
+// ServiceAccount admission adds to every pod; the token is the consumer's,
+// useless (and not to be leaked) on the provider.
+const serviceAccountVolumePrefix = "kube-api-access-"
+
+// remoteServiceAccount is the provider ServiceAccount offloaded pods run as,
+// with no token mounted: it exists in every namespace.
+const remoteServiceAccount = "default"
+
+// Refusal says why a pod cannot be offloaded, naming the field.
+type Refusal struct {
+	Field   string
+	Message string
+}
+
+func (r *Refusal) Error() string { return r.Field + ": " + r.Message }
+
+// Refuse reports why pod must not run on a provider, or nil: it would reach
+// into the provider's nodes (host namespaces, host paths, host ports).
+func Refuse(pod *corev1.Pod) *Refusal {
+	spec := &pod.Spec
+	switch {
+	case spec.HostNetwork:
+		return &Refusal{"spec.hostNetwork", "an offloaded pod cannot use the provider node's network namespace"}
+	case spec.HostPID:
+		return &Refusal{"spec.hostPID", "an offloaded pod cannot use the provider node's PID namespace"}
+	case spec.HostIPC:
+		return &Refusal{"spec.hostIPC", "an offloaded pod cannot use the provider node's IPC namespace"}
+	}
+	for i, v := range spec.Volumes {
+		if v.HostPath != nil {
+			return &Refusal{fmt.Sprintf("spec.volumes[%d].hostPath", i), fmt.Sprintf("volume %q: an offloaded pod cannot mount the provider node's files", v.Name)}
+		}
+	}
+	return nil
+}
+
+// ShadowPodFor is the ShadowPod standing for pod in twinNamespace on behalf
+// of consumer. It is deterministic, so comparing it with the ShadowPod on the
+// provider tells whether the latter needs an update.
+func ShadowPodFor(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespace string) *ferryv1alpha1.ShadowPod {
+	return &ferryv1alpha1.ShadowPod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:       pod.Name,
+			Namespace:  twinNamespace,
+			Labels:     originLabels(pod, consumer),
+			Finalizers: []string{ferryv1alpha1.ShadowPodFinalizer},
+		},
+		Spec: ferryv1alpha1.ShadowPodSpec{
+			ConsumerClusterID: consumer,
+			Template: ferryv1alpha1.ShadowPodTemplate{
+				Metadata: ferryv1alpha1.PodMetadata{Labels: withoutFerryKeys(pod.Labels), Annotations: withoutFerryKeys(pod.Annotations)},
+				Spec:     remoteSpec(&pod.Spec),
+			},
+		},
+	}
+}
+
+func originLabels(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID) map[string]string {
+	return map[string]string{
+		ferryv1alpha1.LabelOriginCluster:   string(consumer),
+		ferryv1alpha1.LabelOriginNamespace: pod.Namespace,
+		ferryv1alpha1.LabelOriginName:      pod.Name,
+		ferryv1alpha1.LabelOriginUID:       string(pod.UID),
+	}
+}
+
+func withoutFerryKeys(in map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range in {
+		if strings.HasPrefix(k, ferryPrefix) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(in))
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// remoteSpec is the pod spec as the provider should run it: no node or
+// consumer scheduling constraints (the provider schedules it afresh), nothing
+// the consumer's admission added that the provider's adds again (priority,
+// overhead, the service account token volume), and the consumer's service
+// account replaced by the provider namespace's default one without a token.
+func remoteSpec(in *corev1.PodSpec) corev1.PodSpec {
+	spec := *in.DeepCopy()
+	spec.NodeName = ""
+	spec.NodeSelector = nil
+	spec.SchedulerName = ""
+	if spec.Affinity != nil {
+		spec.Affinity.NodeAffinity = nil
+		if spec.Affinity.PodAffinity == nil && spec.Affinity.PodAntiAffinity == nil {
+			spec.Affinity = nil
+		}
+	}
+	spec.Tolerations = remoteTolerations(spec.Tolerations)
+	spec.Priority = nil
+	spec.PriorityClassName = ""
+	spec.PreemptionPolicy = nil
+	spec.Overhead = nil
+	spec.EphemeralContainers = nil
+	spec.ServiceAccountName = remoteServiceAccount
+	spec.DeprecatedServiceAccount = ""
+	spec.AutomountServiceAccountToken = new(false)
+
+	dropped := map[string]bool{}
+	volumes := spec.Volumes[:0]
+	for _, v := range spec.Volumes {
+		if strings.HasPrefix(v.Name, serviceAccountVolumePrefix) && v.Projected != nil {
+			dropped[v.Name] = true
+			continue
+		}
+		volumes = append(volumes, v)
+	}
+	spec.Volumes = volumes
+	if len(spec.Volumes) == 0 {
+		spec.Volumes = nil
+	}
+	for i := range spec.InitContainers {
+		spec.InitContainers[i].VolumeMounts = withoutMounts(spec.InitContainers[i].VolumeMounts, dropped)
+	}
+	for i := range spec.Containers {
+		spec.Containers[i].VolumeMounts = withoutMounts(spec.Containers[i].VolumeMounts, dropped)
+	}
+	return spec
+}
+
+// remoteTolerations drops the tolerations only meaningful on the consumer:
+// ferry's virtual-node taint and the not-ready/unreachable ones the
+// consumer's admission added (the provider's admission adds its own).
+func remoteTolerations(in []corev1.Toleration) []corev1.Toleration {
+	var out []corev1.Toleration
+	for _, t := range in {
+		switch t.Key {
+		case ferryv1alpha1.TaintVirtualNode, corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable:
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func withoutMounts(in []corev1.VolumeMount, dropped map[string]bool) []corev1.VolumeMount {
+	if len(dropped) == 0 {
+		return in
+	}
+	var out []corev1.VolumeMount
+	for _, m := range in {
+		if !dropped[m.Name] {
+			out = append(out, m)
+		}
+	}
+	return out
+}

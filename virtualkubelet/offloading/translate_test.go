@@ -1,0 +1,123 @@
+package offloading
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+// boundPod is a pod as the consumer's admission and scheduler leave it on a
+// virtual node.
+func boundPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: "uid-1",
+			Labels:      map[string]string{"app": "web", "ferry.io/internal": "x"},
+			Annotations: map[string]string{"note": "kept", "ferry.io/decision": "dropped"}},
+		Spec: corev1.PodSpec{
+			NodeName:          "ferry-provider",
+			NodeSelector:      map[string]string{"ferry.io/type": "virtual-node"},
+			SchedulerName:     "ferry-scheduler",
+			PriorityClassName: "high", Priority: new(int32(1000)),
+			Overhead:           corev1.ResourceList{corev1.ResourceCPU: {}},
+			ServiceAccountName: "web", DeprecatedServiceAccount: "web",
+			Affinity: &corev1.Affinity{
+				NodeAffinity:    &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{}},
+				PodAntiAffinity: &corev1.PodAntiAffinity{},
+			},
+			Tolerations: []corev1.Toleration{
+				{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists},
+				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+				{Key: "gpu", Operator: corev1.TolerationOpExists},
+			},
+			Volumes: []corev1.Volume{
+				{Name: "kube-api-access-abcde", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}},
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "web"}}}},
+			},
+			InitContainers: []corev1.Container{{Name: "init", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-abcde"}}}},
+			Containers: []corev1.Container{{Name: "web", Image: "nginx", VolumeMounts: []corev1.VolumeMount{
+				{Name: "kube-api-access-abcde", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"},
+				{Name: "config", MountPath: "/etc/web"},
+			}}},
+		},
+	}
+}
+
+func TestShadowPodForStripsWhatOnlyTheConsumerMeans(t *testing.T) {
+	pod := boundPod()
+	before := pod.DeepCopy()
+	sp := ShadowPodFor(pod, "home", "shop-home")
+
+	if !equality.Semantic.DeepEqual(pod, before) {
+		t.Fatal("ShadowPodFor changed its input")
+	}
+	if sp.Name != "web-1" || sp.Namespace != "shop-home" {
+		t.Errorf("shadow pod %s/%s, want shop-home/web-1", sp.Namespace, sp.Name)
+	}
+	wantLabels := map[string]string{
+		ferryv1alpha1.LabelOriginCluster: "home", ferryv1alpha1.LabelOriginNamespace: "shop",
+		ferryv1alpha1.LabelOriginName: "web-1", ferryv1alpha1.LabelOriginUID: "uid-1",
+	}
+	if !equality.Semantic.DeepEqual(sp.Labels, wantLabels) {
+		t.Errorf("labels %v, want %v", sp.Labels, wantLabels)
+	}
+	if len(sp.Finalizers) != 1 || sp.Finalizers[0] != ferryv1alpha1.ShadowPodFinalizer {
+		t.Errorf("finalizers %v, want the shadow pod finalizer", sp.Finalizers)
+	}
+	meta := sp.Spec.Template.Metadata
+	if meta.Labels["app"] != "web" || meta.Labels["ferry.io/internal"] != "" || meta.Annotations["note"] != "kept" || meta.Annotations["ferry.io/decision"] != "" {
+		t.Errorf("template metadata %+v: want user keys kept and ferry.io/ keys dropped", meta)
+	}
+	spec := sp.Spec.Template.Spec
+	switch {
+	case spec.NodeName != "", spec.NodeSelector != nil, spec.SchedulerName != "":
+		t.Errorf("node placement kept: nodeName %q nodeSelector %v schedulerName %q", spec.NodeName, spec.NodeSelector, spec.SchedulerName)
+	case spec.Priority != nil, spec.PriorityClassName != "", spec.Overhead != nil:
+		t.Error("priority or overhead kept: the provider's admission sets them")
+	case spec.Affinity == nil || spec.Affinity.NodeAffinity != nil || spec.Affinity.PodAntiAffinity == nil:
+		t.Errorf("affinity %+v: want node affinity dropped, pod anti-affinity kept", spec.Affinity)
+	case spec.ServiceAccountName != "default" || spec.DeprecatedServiceAccount != "" || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken:
+		t.Errorf("service account %q automount %v: want the provider's default without a token", spec.ServiceAccountName, spec.AutomountServiceAccountToken)
+	case len(spec.Tolerations) != 1 || spec.Tolerations[0].Key != "gpu":
+		t.Errorf("tolerations %v: want only the user's gpu toleration", spec.Tolerations)
+	case len(spec.Volumes) != 1 || spec.Volumes[0].Name != "config":
+		t.Errorf("volumes %v: want the token volume dropped", spec.Volumes)
+	case len(spec.Containers[0].VolumeMounts) != 1 || spec.Containers[0].VolumeMounts[0].Name != "config" || len(spec.InitContainers[0].VolumeMounts) != 0:
+		t.Errorf("mounts %v / %v: want the token mounts dropped", spec.Containers[0].VolumeMounts, spec.InitContainers[0].VolumeMounts)
+	}
+	if again := ShadowPodFor(pod, "home", "shop-home"); !equality.Semantic.DeepEqual(again, sp) {
+		t.Error("ShadowPodFor is not deterministic: every resync would update the shadow pod")
+	}
+}
+
+func TestRefuse(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*corev1.Pod)
+		field  string
+	}{
+		{"plain pod", func(*corev1.Pod) {}, ""},
+		{"host network", func(p *corev1.Pod) { p.Spec.HostNetwork = true }, "spec.hostNetwork"},
+		{"host PID", func(p *corev1.Pod) { p.Spec.HostPID = true }, "spec.hostPID"},
+		{"host IPC", func(p *corev1.Pod) { p.Spec.HostIPC = true }, "spec.hostIPC"},
+		{"host path", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+		}, "spec.volumes[2].hostPath"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := boundPod()
+			tt.mutate(pod)
+			r := Refuse(pod)
+			switch {
+			case tt.field == "" && r != nil:
+				t.Errorf("refused: %v", r)
+			case tt.field != "" && (r == nil || r.Field != tt.field):
+				t.Errorf("Refuse = %v, want a refusal naming %s", r, tt.field)
+			}
+		})
+	}
+}
