@@ -154,6 +154,35 @@ func (l *ProcessLauncher) Ensure(ctx context.Context, vn types.NamespacedName) e
 	return nil
 }
 
+// StopAll stops every virtual kubelet process, for shutdown.
+func (l *ProcessLauncher) StopAll(ctx context.Context) {
+	l.mu.Lock()
+	names := make([]types.NamespacedName, 0, len(l.running))
+	for vn := range l.running {
+		names = append(names, vn)
+	}
+	l.mu.Unlock()
+	for _, vn := range names {
+		_ = l.Remove(ctx, vn)
+	}
+}
+
+// PID is the process ID of the virtual kubelet serving vn, 0 when none runs.
+func (l *ProcessLauncher) PID(vn types.NamespacedName) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, ok := l.running[vn]
+	if !ok {
+		return 0
+	}
+	select {
+	case <-p.done:
+		return 0
+	default:
+		return p.cmd.Process.Pid
+	}
+}
+
 // Remove implements VirtualKubeletLauncher.
 func (l *ProcessLauncher) Remove(_ context.Context, vn types.NamespacedName) error {
 	l.mu.Lock()

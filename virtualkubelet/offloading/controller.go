@@ -311,10 +311,11 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		}
 		return 0, nil
 	}
-	if t == nil || !t.ready {
+	if t == nil || (!t.ready && t.shadowPod(pod.Name) == nil) {
+		// Nothing to offload to: say why, and wait for the NamespaceOffloading.
 		msg := fmt.Sprintf("namespace %s has no Ready twin namespace in cluster %s: offload it with a NamespaceOffloading selecting that cluster", pod.Namespace, c.cfg.ProviderClusterID)
 		if t != nil {
-			msg = fmt.Sprintf("the twin namespace %s in cluster %s is being removed", t.name, c.cfg.ProviderClusterID)
+			msg = fmt.Sprintf("the twin namespace %s in cluster %s is not ready", t.name, c.cfg.ProviderClusterID)
 		}
 		if c.writeStatus(ctx, pod, statusWithCondition(pod, corev1.ConditionFalse, ReasonNamespaceNotOffloaded, msg)) {
 			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonNamespaceNotOffloaded, msg)
@@ -322,7 +323,10 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		return 0, nil
 	}
 
-	want := ShadowPodFor(pod, c.cfg.ConsumerClusterID, t.name)
+	want, err := ShadowPodFor(pod, c.cfg.ConsumerClusterID, t.name)
+	if err != nil {
+		return 0, err
+	}
 	shadow := t.shadowPod(pod.Name)
 	if shadow != nil && shadow.Labels[ferryv1alpha1.LabelOriginUID] != string(pod.UID) {
 		// The ShadowPod of an earlier pod of the same name: remove it first.
@@ -334,9 +338,13 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 	if shadow.DeletionTimestamp != nil {
 		return 0, nil // deleted under us on the provider: recreated once gone
 	}
-	if !equality.Semantic.DeepEqual(shadow.Spec.Template, want.Spec.Template) {
+	if shadow.Annotations[AnnotationTemplateHash] != want.Annotations[AnnotationTemplateHash] {
 		updated := shadow.DeepCopy()
 		updated.Spec.Template = want.Spec.Template
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		updated.Annotations[AnnotationTemplateHash] = want.Annotations[AnnotationTemplateHash]
 		if err := c.remote.Update(ctx, updated); err != nil {
 			return 0, fmt.Errorf("update shadow pod %s/%s: %w", t.name, pod.Name, err)
 		}

@@ -1,6 +1,9 @@
 package offloading
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -54,23 +57,35 @@ func Refuse(pod *corev1.Pod) *Refusal {
 // ShadowPodFor is the ShadowPod standing for pod in twinNamespace on behalf
 // of consumer. It is deterministic, so comparing it with the ShadowPod on the
 // provider tells whether the latter needs an update.
-func ShadowPodFor(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespace string) *ferryv1alpha1.ShadowPod {
+//
+// Its annotation ferry.io/template-hash is a digest of the template: the
+// template as stored by the provider (defaulted, pruned) need not compare
+// equal to this one, the digest does.
+func ShadowPodFor(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespace string) (*ferryv1alpha1.ShadowPod, error) {
+	template := ferryv1alpha1.ShadowPodTemplate{
+		Metadata: ferryv1alpha1.PodMetadata{Labels: withoutFerryKeys(pod.Labels), Annotations: withoutFerryKeys(pod.Annotations)},
+		Spec:     remoteSpec(&pod.Spec),
+	}
+	raw, err := json.Marshal(template)
+	if err != nil {
+		return nil, fmt.Errorf("encode the template of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	sum := sha256.Sum256(raw)
 	return &ferryv1alpha1.ShadowPod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:       pod.Name,
-			Namespace:  twinNamespace,
-			Labels:     originLabels(pod, consumer),
-			Finalizers: []string{ferryv1alpha1.ShadowPodFinalizer},
+			Name:        pod.Name,
+			Namespace:   twinNamespace,
+			Labels:      originLabels(pod, consumer),
+			Annotations: map[string]string{AnnotationTemplateHash: hex.EncodeToString(sum[:16])},
+			Finalizers:  []string{ferryv1alpha1.ShadowPodFinalizer},
 		},
-		Spec: ferryv1alpha1.ShadowPodSpec{
-			ConsumerClusterID: consumer,
-			Template: ferryv1alpha1.ShadowPodTemplate{
-				Metadata: ferryv1alpha1.PodMetadata{Labels: withoutFerryKeys(pod.Labels), Annotations: withoutFerryKeys(pod.Annotations)},
-				Spec:     remoteSpec(&pod.Spec),
-			},
-		},
-	}
+		Spec: ferryv1alpha1.ShadowPodSpec{ConsumerClusterID: consumer, Template: template},
+	}, nil
 }
+
+// AnnotationTemplateHash is, on a ShadowPod, the digest of the template the
+// virtual kubelet last wrote.
+const AnnotationTemplateHash = "ferry.io/template-hash"
 
 func originLabels(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID) map[string]string {
 	return map[string]string{

@@ -49,7 +49,10 @@ func boundPod() *corev1.Pod {
 func TestShadowPodForStripsWhatOnlyTheConsumerMeans(t *testing.T) {
 	pod := boundPod()
 	before := pod.DeepCopy()
-	sp := ShadowPodFor(pod, "home", "shop-home")
+	sp, err := ShadowPodFor(pod, "home", "shop-home")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if !equality.Semantic.DeepEqual(pod, before) {
 		t.Fatal("ShadowPodFor changed its input")
@@ -88,8 +91,12 @@ func TestShadowPodForStripsWhatOnlyTheConsumerMeans(t *testing.T) {
 	case len(spec.Containers[0].VolumeMounts) != 1 || spec.Containers[0].VolumeMounts[0].Name != "config" || len(spec.InitContainers[0].VolumeMounts) != 0:
 		t.Errorf("mounts %v / %v: want the token mounts dropped", spec.Containers[0].VolumeMounts, spec.InitContainers[0].VolumeMounts)
 	}
-	if again := ShadowPodFor(pod, "home", "shop-home"); !equality.Semantic.DeepEqual(again, sp) {
+	if again, _ := ShadowPodFor(pod, "home", "shop-home"); !equality.Semantic.DeepEqual(again, sp) || sp.Annotations[AnnotationTemplateHash] == "" {
 		t.Error("ShadowPodFor is not deterministic: every resync would update the shadow pod")
+	}
+	pod.Labels["tier"] = "gold"
+	if changed, _ := ShadowPodFor(pod, "home", "shop-home"); changed.Annotations[AnnotationTemplateHash] == sp.Annotations[AnnotationTemplateHash] {
+		t.Error("a label change does not change the template hash: it would not reach the provider")
 	}
 }
 

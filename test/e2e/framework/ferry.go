@@ -2,7 +2,11 @@ package framework
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +37,9 @@ type Ferry struct {
 	// ClockOffset moves the controller manager's clock (credential renewal)
 	// forward.
 	ClockOffset atomic.Int64
+	// Processes runs the virtual kubelets when they are real processes
+	// (FerryOptions.VirtualKubeletBinary), so a spec can kill one.
+	Processes *peering.ProcessLauncher
 }
 
 // FerryOptions tune the in-process control plane; zero values get values
@@ -41,6 +48,11 @@ type FerryOptions struct {
 	SharingPercentage int
 	GrantDebounce     time.Duration
 	Health            vknode.Options
+	// ClusterLabels are the cluster's labels suggested to its consumers.
+	ClusterLabels map[string]string
+	// VirtualKubeletBinary, when set, runs virtual kubelets as processes
+	// of this binary (see BuildVirtualKubelet) instead of in-process.
+	VirtualKubeletBinary string
 }
 
 // StartFerry runs ferry's controller manager for c until the current node
@@ -61,15 +73,25 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 			return rt.RoundTrip(req)
 		})
 	})
-	launcher := &peering.FuncLauncher{Run: func(ctx context.Context, vn types.NamespacedName) error {
+	funcs := &peering.FuncLauncher{Run: func(ctx context.Context, vn types.NamespacedName) error {
 		f.VirtualKubeletStarts.Add(1)
 		o := opts.Health
 		o.VirtualNodeNamespace, o.VirtualNodeName = vn.Namespace, vn.Name
 		return vknode.Run(ctx, cfg, o)
 	}}
+	var launcher peering.VirtualKubeletLauncher = funcs
+	if opts.VirtualKubeletBinary != "" {
+		h := opts.Health
+		f.Processes = &peering.ProcessLauncher{Binary: opts.VirtualKubeletBinary, Kubeconfig: c.KubeconfigPath, LogDir: c.Dir,
+			ExtraArgs: []string{
+				"--health-check-period=" + h.HealthCheckPeriod.String(), "--health-check-timeout=" + h.HealthCheckTimeout.String(),
+				fmt.Sprintf("--health-check-failure-threshold=%d", h.FailureThreshold), "-v=2",
+			}}
+		launcher = f.Processes
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	mgr, err := controllermanager.New(runCtx, cfg, controllermanager.Options{
-		ClusterID: id, SharingPercentage: opts.SharingPercentage, GrantDebounce: opts.GrantDebounce,
+		ClusterID: id, SharingPercentage: opts.SharingPercentage, GrantDebounce: opts.GrantDebounce, ClusterLabels: opts.ClusterLabels,
 		Launcher: launcher, MetricsAddr: "0", HealthAddr: "0", SeveralPerProcess: true,
 		Now: func() time.Time { return time.Now().Add(time.Duration(f.ClockOffset.Load())) },
 	})
@@ -83,9 +105,27 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 	DeferCleanup(func() {
 		cancel()
 		<-done
-		launcher.StopAll()
+		funcs.StopAll()
+		if f.Processes != nil {
+			f.Processes.StopAll(context.Background())
+		}
 	})
 	return f
+}
+
+// BuildVirtualKubelet builds ferry-virtual-kubelet into a folder removed
+// when the suite ends, and returns its path.
+func BuildVirtualKubelet(ctx context.Context) string {
+	GinkgoHelper()
+	dir, err := os.MkdirTemp("", "ferry-vk-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, dir)
+	bin := filepath.Join(dir, "ferry-virtual-kubelet")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/ferry-virtual-kubelet")
+	cmd.Dir = RepoRoot()
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "build ferry-virtual-kubelet:\n%s", out)
+	return bin
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

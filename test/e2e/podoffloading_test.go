@@ -1,0 +1,306 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/controllers/peering"
+	"github.com/ferry-io/ferry/test/e2e/framework"
+	"github.com/ferry-io/ferry/test/testbed"
+	"github.com/ferry-io/ferry/virtualkubelet/offloading"
+	vknode "github.com/ferry-io/ferry/virtualkubelet/node"
+)
+
+// remoteDeployment is a Deployment whose pods go to ferry's virtual nodes
+// (until the admission webhook adds the toleration and affinity itself).
+func remoteDeployment(namespace, name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       remotePodSpec(),
+			},
+		},
+	}
+}
+
+func remotePodSpec() corev1.PodSpec {
+	return corev1.PodSpec{
+		NodeSelector: map[string]string{ferryv1alpha1.LabelNodeType: ferryv1alpha1.NodeTypeVirtual},
+		Tolerations:  []corev1.Toleration{{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists}},
+		Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}}}},
+	}
+}
+
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
+	var consumer, provider *testbed.Cluster
+	var consumerFerry *framework.Ferry
+	var ns, twin string
+	virtualNode := peering.VirtualNodeName("provider")
+	vnKey := types.NamespacedName{Namespace: ferryv1alpha1.SystemNamespace, Name: virtualNode}
+
+	// localPods lists the pods of the namespace bound to the virtual node.
+	localPods := func(ctx context.Context, g Gomega, selector map[string]string) []corev1.Pod {
+		var pods corev1.PodList
+		g.Expect(consumer.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(selector))).To(Succeed())
+		return pods.Items
+	}
+	remotePods := func(ctx context.Context, g Gomega, selector map[string]string) []corev1.Pod {
+		var pods corev1.PodList
+		g.Expect(provider.Client.List(ctx, &pods, client.InNamespace(twin), client.MatchingLabels(selector))).To(Succeed())
+		return pods.Items
+	}
+	shadowPods := func(ctx context.Context, g Gomega) []ferryv1alpha1.ShadowPod {
+		var sps ferryv1alpha1.ShadowPodList
+		g.Expect(provider.Client.List(ctx, &sps, client.InNamespace(twin))).To(Succeed())
+		return sps.Items
+	}
+	// expectConverged checks that every local pod of app runs remotely with
+	// exactly one ShadowPod and one real pod, and nothing else is there.
+	expectConverged := func(ctx context.Context, app string, replicas int) {
+		GinkgoHelper()
+		sel := map[string]string{"app": app}
+		Eventually(func(g Gomega) {
+			local := localPods(ctx, g, sel)
+			g.Expect(local).To(HaveLen(replicas))
+			remote := remotePods(ctx, g, sel)
+			g.Expect(remote).To(HaveLen(replicas))
+			byUID := map[string]corev1.Pod{}
+			for _, r := range remote {
+				byUID[r.Labels[ferryv1alpha1.LabelOriginUID]] = r
+			}
+			for _, p := range local {
+				g.Expect(p.Spec.NodeName).To(Equal(virtualNode))
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
+				r, ok := byUID[string(p.UID)]
+				g.Expect(ok).To(BeTrue(), "pod %s has no remote pod", p.Name)
+				g.Expect(p.Status.PodIP).To(Equal(r.Status.PodIP))
+				g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+				g.Expect(p.Status.ContainerStatuses[0].Ready).To(BeTrue())
+				g.Expect(podCondition(&p, corev1.PodReady).Status).To(Equal(corev1.ConditionTrue))
+				g.Expect(podCondition(&p, ferryv1alpha1.PodConditionOffloaded)).To(HaveField("Status", corev1.ConditionTrue))
+			}
+		}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(Succeed())
+	}
+
+	BeforeAll(func(ctx context.Context) {
+		clusters := framework.StartClusters(ctx,
+			testbed.Options{Name: "consumer", ControllerManager: true, Scheduler: true, Kwok: true, Nodes: []testbed.NodePool{{Name: "local", Count: 1}}},
+			testbed.Options{Name: "provider", ControllerManager: true, Scheduler: true, Kwok: true,
+				Nodes: []testbed.NodePool{{Name: "worker", Count: 3, CPU: "32", Memory: "128Gi", Pods: 250}}},
+		)
+		consumer, provider = clusters[0], clusters[1]
+		for _, c := range clusters {
+			framework.ApplyManifests(ctx, c, "base")
+		}
+		health := vknode.Options{HealthCheckPeriod: 500 * time.Millisecond, HealthCheckTimeout: 400 * time.Millisecond, FailureThreshold: 3}
+		consumerFerry = framework.StartFerry(ctx, consumer, "consumer", framework.FerryOptions{Health: health, VirtualKubeletBinary: framework.BuildVirtualKubelet(ctx)})
+		framework.StartFerry(ctx, provider, "provider", framework.FerryOptions{Health: health})
+		out, err := ferryctl(ctx, "peer", "--consumer-kubeconfig", consumer.KubeconfigPath, "--provider-kubeconfig", provider.KubeconfigPath, "--timeout", "90s")
+		Expect(err).NotTo(HaveOccurred(), out)
+
+		ns = framework.CreateNamespace(ctx, consumer, "shop")
+		Expect(consumer.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
+			ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: ns},
+			Spec:       ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote},
+		})).To(Succeed())
+		Eventually(func(g Gomega) {
+			var nso ferryv1alpha1.NamespaceOffloading
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
+			g.Expect(nso.Status.Clusters).To(ConsistOf(And(HaveField("ClusterID", ferryv1alpha1.ClusterID("provider")), HaveField("Phase", ferryv1alpha1.OffloadingReady))))
+			twin = nso.Status.Clusters[0].TwinNamespace
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	})
+
+	It("runs a 50-pod Deployment remotely, Running locally with the remote statuses, and converges on scale, update and delete", func(ctx context.Context) {
+		start := time.Now()
+		Expect(consumer.Client.Create(ctx, remoteDeployment(ns, "web", 50))).To(Succeed())
+		expectConverged(ctx, "web", 50)
+		AddReportEntry("50 offloaded pods Running locally", time.Since(start).Round(100*time.Millisecond).String())
+		Eventually(func(g Gomega) { g.Expect(shadowPods(ctx, g)).To(HaveLen(50)) }).WithContext(ctx).Should(Succeed())
+
+		By("scaling down to 20")
+		var d appsv1.Deployment
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &d)).To(Succeed())
+		d.Spec.Replicas = new(int32(20))
+		Expect(consumer.Client.Update(ctx, &d)).To(Succeed())
+		expectConverged(ctx, "web", 20)
+		Eventually(func(g Gomega) { g.Expect(shadowPods(ctx, g)).To(HaveLen(20)) }).WithContext(ctx).Should(Succeed())
+
+		By("rolling out a new image")
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &d)).To(Succeed())
+		d.Spec.Template.Spec.Containers[0].Image = "registry.example/app:v2"
+		Expect(consumer.Client.Update(ctx, &d)).To(Succeed())
+		Eventually(func(g Gomega) {
+			remote := remotePods(ctx, g, map[string]string{"app": "web"})
+			g.Expect(remote).To(HaveLen(20))
+			for _, r := range remote {
+				g.Expect(r.Spec.Containers[0].Image).To(Equal("registry.example/app:v2"))
+			}
+		}).WithContext(ctx).WithTimeout(120 * time.Second).Should(Succeed())
+		expectConverged(ctx, "web", 20)
+
+		By("deleting the Deployment")
+		Expect(consumer.Client.Delete(ctx, &d, client.PropagationPolicy(metav1.DeletePropagationForeground))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(localPods(ctx, g, map[string]string{"app": "web"})).To(BeEmpty())
+			g.Expect(remotePods(ctx, g, map[string]string{"app": "web"})).To(BeEmpty())
+			g.Expect(shadowPods(ctx, g)).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	})
+
+	It("brings back a pod deleted on the provider and counts it as a restart; carries label updates", func(ctx context.Context) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "solo", Namespace: ns, Labels: map[string]string{"app": "solo"}}, Spec: remotePodSpec()}
+		Expect(consumer.Client.Create(ctx, pod)).To(Succeed())
+		expectConverged(ctx, "solo", 1)
+		var first corev1.Pod
+		Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: twin, Name: "solo"}, &first)).To(Succeed())
+
+		By("deleting the remote pod behind ferry's back")
+		Expect(provider.Client.Delete(ctx, &first)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var again corev1.Pod
+			g.Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: twin, Name: "solo"}, &again)).To(Succeed())
+			g.Expect(again.UID).NotTo(Equal(first.UID))
+			var local corev1.Pod
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(pod), &local)).To(Succeed())
+			g.Expect(local.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(local.Status.ContainerStatuses).To(ConsistOf(HaveField("RestartCount", int32(1))))
+			g.Expect(local.UID).To(Equal(pod.UID), "the local pod is the same")
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+		By("labelling the local pod")
+		Expect(consumer.Client.Patch(ctx, pod, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"tier":"gold"},"annotations":{"owner":"shop-team"}}}`)))).To(Succeed())
+		Eventually(func(g Gomega) {
+			var r corev1.Pod
+			g.Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: twin, Name: "solo"}, &r)).To(Succeed())
+			g.Expect(r.Labels).To(HaveKeyWithValue("tier", "gold"))
+			g.Expect(r.Annotations).To(HaveKeyWithValue("owner", "shop-team"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("deleting it locally with a grace period")
+		Expect(consumer.Client.Delete(ctx, pod, client.GracePeriodSeconds(20))).To(Succeed())
+		Eventually(func(g Gomega) {
+			err := consumer.Client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "local pod still there: %v", err)
+			g.Expect(remotePods(ctx, g, map[string]string{"app": "solo"})).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(15*time.Second).Should(Succeed(), "gone on both sides well before the grace period: the remote pod stopped at once")
+	})
+
+	It("refuses a pod using host namespaces, and shows the provider's refusal on the local pod", func(ctx context.Context) {
+		host := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "host", Namespace: ns}, Spec: remotePodSpec()}
+		host.Spec.HostNetwork = true
+		Expect(consumer.Client.Create(ctx, host)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(host), host)).To(Succeed())
+			g.Expect(host.Status.Phase).To(Equal(corev1.PodFailed))
+			g.Expect(host.Status.Reason).To(Equal(offloading.ReasonOffloadingRefused))
+			g.Expect(host.Status.Message).To(ContainSubstring("spec.hostNetwork"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("a quota on the provider that admits no pod")
+		quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: twin},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+		Expect(provider.Client.Create(ctx, quota)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(provider.Client.Get(ctx, client.ObjectKeyFromObject(quota), quota)).To(Succeed())
+			g.Expect(quota.Status.Hard).NotTo(BeEmpty())
+		}).WithContext(ctx).Should(Succeed())
+		rejected := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rejected", Namespace: ns}, Spec: remotePodSpec()}
+		Expect(consumer.Client.Create(ctx, rejected)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(rejected), rejected)).To(Succeed())
+			c := podCondition(rejected, ferryv1alpha1.PodConditionOffloaded)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(corev1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(offloading.ReasonShadowPodRejected))
+			g.Expect(c.Message).To(ContainSubstring("exceeded quota"))
+			var events corev1.EventList
+			g.Expect(consumer.Client.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", "rejected"), HaveField("Reason", offloading.ReasonShadowPodRejected))))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("lifting the quota: the pod runs")
+		Expect(provider.Client.Delete(ctx, quota)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(rejected), rejected)).To(Succeed())
+			g.Expect(rejected.Status.Phase).To(Equal(corev1.PodRunning))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		for _, p := range []*corev1.Pod{host, rejected} {
+			Expect(consumer.Client.Delete(ctx, p, client.GracePeriodSeconds(0))).To(Succeed())
+		}
+	})
+
+	It("loses no pod and makes no duplicate when the virtual kubelet is SIGKILLed in the middle of offloading", func(ctx context.Context) {
+		Expect(consumer.Client.Create(ctx, remoteDeployment(ns, "batch", 40))).To(Succeed())
+		Eventually(func(g Gomega) int { return len(shadowPods(ctx, g)) }).WithContext(ctx).WithPolling(20 * time.Millisecond).Should(BeNumerically(">=", 5))
+		pid := consumerFerry.Processes.PID(vnKey)
+		Expect(pid).NotTo(BeZero())
+		Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
+		AddReportEntry("shadow pods when the virtual kubelet was killed", fmt.Sprint(len(shadowPods(ctx, Default))))
+		Eventually(func() int { return consumerFerry.Processes.PID(vnKey) }).WithContext(ctx).Should(BeZero())
+		Expect(consumerFerry.Processes.Ensure(ctx, vnKey)).To(Succeed(), "start it again, as the controller manager does on its next round")
+		expectConverged(ctx, "batch", 40)
+		Eventually(func(g Gomega) { g.Expect(shadowPods(ctx, g)).To(HaveLen(40)) }).WithContext(ctx).Should(Succeed())
+	})
+
+	It("keeps remote pods running through a provider outage and converges after it without restarting anything", func(ctx context.Context) {
+		before := map[types.UID]int32{}
+		remoteUIDs := map[types.UID]bool{}
+		for _, r := range remotePods(ctx, Default, map[string]string{"app": "batch"}) {
+			remoteUIDs[r.UID] = true
+		}
+		for _, p := range localPods(ctx, Default, map[string]string{"app": "batch"}) {
+			before[p.UID] = p.Status.ContainerStatuses[0].RestartCount
+		}
+		Expect(before).To(HaveLen(40))
+		pid := consumerFerry.Processes.PID(vnKey)
+
+		provider.StopAPIServer()
+		Eventually(func(g Gomega) corev1.ConditionStatus {
+			var node corev1.Node
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: virtualNode}, &node)).To(Succeed())
+			return nodeCondition(&node, corev1.NodeReady).Status
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(corev1.ConditionFalse))
+		Consistently(func(g Gomega) { g.Expect(localPods(ctx, g, map[string]string{"app": "batch"})).To(HaveLen(40)) }).
+			WithContext(ctx).WithTimeout(3*time.Second).Should(Succeed(), "local pods stay while the provider is away")
+		Expect(provider.StartAPIServer(ctx)).To(Succeed())
+
+		expectConverged(ctx, "batch", 40)
+		for _, p := range localPods(ctx, Default, map[string]string{"app": "batch"}) {
+			Expect(before).To(HaveKeyWithValue(p.UID, p.Status.ContainerStatuses[0].RestartCount), "pod %s was replaced or restarted", p.Name)
+		}
+		for _, r := range remotePods(ctx, Default, map[string]string{"app": "batch"}) {
+			Expect(remoteUIDs).To(HaveKey(r.UID), "remote pod %s was recreated", r.Name)
+		}
+		Expect(consumerFerry.Processes.PID(vnKey)).To(Equal(pid), "the virtual kubelet was restarted")
+	})
+})
