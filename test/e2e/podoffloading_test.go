@@ -21,8 +21,8 @@ import (
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/test/e2e/framework"
 	"github.com/ferry-io/ferry/test/testbed"
-	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 	vknode "github.com/ferry-io/ferry/virtualkubelet/node"
+	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 )
 
 // remoteDeployment is a Deployment whose pods go to ferry's virtual nodes
@@ -108,7 +108,7 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 				g.Expect(podCondition(&p, corev1.PodReady).Status).To(Equal(corev1.ConditionTrue))
 				g.Expect(podCondition(&p, ferryv1alpha1.PodConditionOffloaded)).To(HaveField("Status", corev1.ConditionTrue))
 			}
-		}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(500*time.Millisecond).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 	}
 
 	BeforeAll(func(ctx context.Context) {

@@ -221,9 +221,9 @@ type runner struct {
 	pendingSignal chan struct{}
 
 	// owned by loop
-	vn            *ferryv1alpha1.VirtualNode // latest known
-	vnGone        bool                       // deleted while we run
-	health        Health
+	vn     *ferryv1alpha1.VirtualNode // latest known
+	vnGone bool                       // deleted while we run
+	health Health
 	// providerReady mirrors health.Ready for the pod offloading.
 	providerReady atomic.Bool
 	pushed        *corev1.Node // the last report handed to the node controller
