@@ -9,6 +9,9 @@ LABELS  ?=
 # Extra flags for go test, e.g. GOTESTFLAGS=-v.
 GOTESTFLAGS ?=
 TEST_TIMEOUT ?= 40m
+# bench-offload: pods per run, and create calls in flight.
+PODS ?= 1000
+CONCURRENCY ?= 32
 
 .PHONY: help
 help: ## Show the targets.
@@ -62,3 +65,7 @@ test-e2e: testbed ## End-to-end suites on real clusters; LABELS=<ginkgo label fi
 .PHONY: bench-testbed
 bench-testbed: testbed ## Start-up time and memory of test-bed clusters; ends with a RESULT line.
 	$(GO) test -run '^$$' -bench BenchmarkClusterStart -benchtime 5x ./test/testbed/
+
+.PHONY: bench-offload
+bench-offload: testbed ## N pods offloaded vs. N pods direct in the provider (PODS=1000 CONCURRENCY=32); ends with a RESULT line.
+	$(GO) run ./test/cmd/bench-offload -pods $(PODS) -concurrency $(CONCURRENCY)

@@ -18,12 +18,15 @@ import (
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/controllermanager"
+	"github.com/ferry-io/ferry/controllers/offloading"
 	"github.com/ferry-io/ferry/controllers/peering"
 )
 
 type flags struct {
 	kubeconfig, clusterID, vkMode, vkImage, vkBinary, vkLogDir string
 	vkArgs                                                     []string
+	qps                                                        float32
+	burst                                                      int
 	opts                                                       controllermanager.Options
 }
 
@@ -40,6 +43,9 @@ func main() {
 	fs.StringVar(&f.vkBinary, "virtual-kubelet-binary", "ferry-virtual-kubelet", "ferry-virtual-kubelet executable (process mode)")
 	fs.StringVar(&f.vkLogDir, "virtual-kubelet-log-dir", os.TempDir(), "folder for the virtual kubelets' logs (process mode)")
 	fs.StringSliceVar(&f.vkArgs, "virtual-kubelet-arg", nil, "extra flag for every virtual kubelet, e.g. --virtual-kubelet-arg=--health-check-period=5s (repeatable)")
+	fs.IntVar(&f.opts.ShadowPodWorkers, "shadow-pod-workers", offloading.DefaultShadowPodWorkers, "ShadowPods reconciled at once (provider side: one real pod per offloaded pod)")
+	fs.Float32Var(&f.qps, "kube-api-qps", 200, "queries per second to this cluster's API server")
+	fs.IntVar(&f.burst, "kube-api-burst", 400, "burst of queries to this cluster's API server")
 	fs.BoolVar(&f.opts.LeaderElection, "leader-elect", true, "elect one active manager among replicas (a Lease in ferry-system)")
 	fs.StringVar(&f.opts.MetricsAddr, "metrics-bind-address", ":8080", "address serving Prometheus metrics (0 disables)")
 	fs.StringVar(&f.opts.HealthAddr, "health-probe-bind-address", ":8081", "address serving /healthz and /readyz (0 disables)")
@@ -60,6 +66,7 @@ func run(f flags) error {
 	if err != nil {
 		return fmt.Errorf("--kubeconfig: %w", err)
 	}
+	cfg.QPS, cfg.Burst = f.qps, f.burst
 	switch f.vkMode {
 	case "process":
 		f.opts.Launcher = &peering.ProcessLauncher{Binary: f.vkBinary, Kubeconfig: f.kubeconfig, LogDir: f.vkLogDir, ExtraArgs: f.vkArgs}

@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/controllers/offloading"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/controllers/peering/grant"
 )
@@ -47,6 +48,9 @@ type Options struct {
 	// LeaderElection makes replicas elect one active manager through a Lease
 	// in ferry-system.
 	LeaderElection bool
+	// ShadowPodWorkers is how many ShadowPods are reconciled at once
+	// (offloading.DefaultShadowPodWorkers when 0).
+	ShadowPodWorkers int
 	// SeveralPerProcess allows more than one manager in a process (tests
 	// run one per test cluster); controller metrics then share names.
 	SeveralPerProcess bool
@@ -71,6 +75,9 @@ func (o Options) Validate() error {
 			return fmt.Errorf("--cluster-labels: %s=%q: %s", k, v, errs[0])
 		}
 	}
+	if o.ShadowPodWorkers < 0 {
+		return fmt.Errorf("--shadow-pod-workers %d: must not be negative", o.ShadowPodWorkers)
+	}
 	if o.Launcher == nil {
 		return fmt.Errorf("no virtual kubelet launcher")
 	}
@@ -81,7 +88,8 @@ func (o Options) Validate() error {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // New records the cluster's identity and returns a manager running the
-// peering controllers (provider and consumer sides: a cluster can be both).
+// peering and offloading controllers (provider and consumer sides: a cluster
+// can be both).
 func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -124,8 +132,19 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := (&peering.GrantReconciler{Client: mgr.GetClient(), SharingPercentage: opts.SharingPercentage, Debounce: opts.GrantDebounce, Labels: opts.ClusterLabels}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up grant controller: %w", err)
 	}
-	if err := (&peering.PeerReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Launcher: opts.Launcher, Now: opts.Now}).SetupWithManager(mgr); err != nil {
+	// One set of clients per provider, shared by the consumer-side controllers.
+	providers := peering.NewProviderClients(mgr.GetClient(), 20, 40)
+	if err := (&peering.PeerReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Launcher: opts.Launcher, Providers: providers, Now: opts.Now}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up peer controller: %w", err)
+	}
+	if err := (&offloading.TwinNamespaceReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up twin namespace controller: %w", err)
+	}
+	if err := (&offloading.ShadowPodReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("ferry-shadow-pods"), Workers: opts.ShadowPodWorkers}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up shadow pod controller: %w", err)
+	}
+	if err := (&offloading.NamespaceOffloadingReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Providers: providers}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up namespace offloading controller: %w", err)
 	}
 	return mgr, nil
 }

@@ -65,8 +65,8 @@ func (c *tokenClaims) renewalDue(now time.Time) bool {
 // one for the same service account and lifetime, asked of the provider with
 // the current token (the consumer's Role allows exactly that). Tokens
 // without an expiry, or not due, are left alone. It reports whether it renewed.
-func (r *PeerReconciler) renewCredential(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, prov *provider) (bool, error) {
-	claims, err := parseToken(prov.cfg.BearerToken)
+func (r *PeerReconciler) renewCredential(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, prov *Provider) (bool, error) {
+	claims, err := parseToken(prov.Config.BearerToken)
 	if err != nil {
 		// Not a renewable token (a client certificate, a static token):
 		// whoever issued it renews it.
@@ -75,7 +75,7 @@ func (r *PeerReconciler) renewCredential(ctx context.Context, fc *ferryv1alpha1.
 	if !claims.renewalDue(r.now()) {
 		return false, nil
 	}
-	tr, err := prov.kube.CoreV1().ServiceAccounts(claims.Kubernetes.Namespace).CreateToken(ctx, claims.Kubernetes.ServiceAccount.Name,
+	tr, err := prov.Kube.CoreV1().ServiceAccounts(claims.Kubernetes.Namespace).CreateToken(ctx, claims.Kubernetes.ServiceAccount.Name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(claims.Expiry - claims.IssuedAt)}}, metav1.CreateOptions{})
 	if err != nil {
 		return false, fmt.Errorf("renew the token of %s/%s: %w", claims.Kubernetes.Namespace, claims.Kubernetes.ServiceAccount.Name, err)

@@ -2,7 +2,6 @@ package peering
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,9 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -39,25 +35,23 @@ type PeerReconciler struct {
 	ClusterID ferryv1alpha1.ClusterID
 	// Launcher runs the virtual kubelets.
 	Launcher VirtualKubeletLauncher
-	// ProviderQPS and ProviderBurst bound the requests to each provider.
-	ProviderQPS   float32
-	ProviderBurst int
+	// Providers hands out provider clients; shared with the other consumer
+	// controllers (NewProviderClients over the manager's cache when nil).
+	Providers *ProviderClients
 	// Now is the clock deciding credential renewals (time.Now when nil).
 	Now func() time.Time
 
-	mu        sync.Mutex
-	providers map[string]cachedProvider // by ForeignCluster name
-	wake      chan event.GenericEvent   // grant changes seen by watchGrant
-	baseCtx   context.Context           // the manager's, for the grant watches
+	mu      sync.Mutex
+	watches map[string]grantWatch   // by ForeignCluster name
+	wake    chan event.GenericEvent // grant changes seen by watchGrant
+	baseCtx context.Context         // the manager's, for the grant watches
 }
 
-// cachedProvider keeps clients (and their discovery) and the grant watch
-// across reconciles until the credential changes, so following a provider at
-// rest costs two requests a period and a watch.
-type cachedProvider struct {
-	secretVersion string
-	stopWatch     context.CancelFunc
-	*provider
+// grantWatch is the watch of one provider's grant, opened with the provider
+// clients it was started for: new clients (a renewed credential) restart it.
+type grantWatch struct {
+	provider *Provider
+	stop     context.CancelFunc
 }
 
 // +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters,verbs=get;list;watch;update;patch
@@ -113,11 +107,11 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 		set(ferryv1alpha1.ForeignClusterAuthenticated, false, "CredentialsInvalid", err.Error())
 		return
 	}
-	status.RemoteTenantNamespace = prov.namespace
+	status.RemoteTenantNamespace = prov.TenantNamespace
 
 	timeout := time.Duration(fc.Spec.HealthCheck.TimeoutSeconds) * time.Second
 	probeCtx, cancel := context.WithTimeout(ctx, max(timeout, time.Second))
-	_, err = prov.kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(probeCtx)
+	_, err = prov.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(probeCtx)
 	cancel()
 	if err != nil {
 		set(ferryv1alpha1.ForeignClusterAPIServerReady, false, "Unreachable", err.Error())
@@ -125,7 +119,7 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 	}
 	set(ferryv1alpha1.ForeignClusterAPIServerReady, true, "Ready", "the provider's API server answers /readyz")
 	if status.APIServerVersion == "" {
-		if v, err := prov.kube.Discovery().ServerVersion(); err == nil {
+		if v, err := prov.Kube.Discovery().ServerVersion(); err == nil {
 			status.APIServerVersion = v.GitVersion
 		}
 	}
@@ -198,99 +192,58 @@ func (r *PeerReconciler) reportVirtualNode(ctx context.Context, fc *ferryv1alpha
 	meta.SetStatusCondition(&status.Conditions, cond)
 }
 
-// provider is a client for a provider, as the consumer's credential allows.
-type provider struct {
-	cfg       *rest.Config
-	kube      kubernetes.Interface
-	ctrl      client.Client
-	namespace string // the tenant namespace, from the kubeconfig's context
-}
-
-func (r *PeerReconciler) providerClient(ctx context.Context, fc *ferryv1alpha1.ForeignCluster) (*provider, error) {
-	ref := fc.Spec.CredentialsSecretRef
-	if ref == nil {
-		return nil, errors.New("spec.credentialsSecretRef is not set")
-	}
-	var secret corev1.Secret
-	if err := r.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &secret); err != nil {
-		return nil, fmt.Errorf("read credentials Secret %s/%s: %w", ref.Namespace, ref.Name, err)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.providers[fc.Name]
-	if ok && c.secretVersion == secret.ResourceVersion {
-		return c.provider, nil
-	}
-	if ok {
-		c.stopWatch()
-	}
-	p, err := providerFromKubeconfig(secret.Data[ferryv1alpha1.KubeconfigSecretKey], fmt.Sprintf("Secret %s/%s key %q", ref.Namespace, ref.Name, ferryv1alpha1.KubeconfigSecretKey), r.ProviderQPS, r.ProviderBurst)
+// providerClient returns the provider's clients and keeps a watch on its
+// grant open with them, so following a provider at rest costs two requests a
+// period and a watch.
+func (r *PeerReconciler) providerClient(ctx context.Context, fc *ferryv1alpha1.ForeignCluster) (*Provider, error) {
+	p, err := r.Providers.For(ctx, fc)
 	if err != nil {
 		return nil, err
 	}
-	if r.baseCtx == nil {
-		return p, nil // the manager is still starting: cache and watch on the next round
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.watches[fc.Name]
+	if ok && w.provider == p {
+		return p, nil
 	}
-	if r.providers == nil {
-		r.providers = map[string]cachedProvider{}
+	if ok {
+		w.stop()
+		delete(r.watches, fc.Name)
+	}
+	if r.baseCtx == nil {
+		return p, nil // the manager is still starting: watch on the next round
+	}
+	if r.watches == nil {
+		r.watches = map[string]grantWatch{}
 	}
 	watchCtx, stop := context.WithCancel(log.IntoContext(r.baseCtx, log.FromContext(ctx)))
-	go watchGrant(watchCtx, p.cfg, p.namespace, string(r.ClusterID), fc, r.wake)
-	r.providers[fc.Name] = cachedProvider{secretVersion: secret.ResourceVersion, stopWatch: stop, provider: p}
+	go watchGrant(watchCtx, p.Config, p.TenantNamespace, string(r.ClusterID), fc, r.wake)
+	r.watches[fc.Name] = grantWatch{provider: p, stop: stop}
 	return p, nil
 }
 
 func (r *PeerReconciler) forgetProvider(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c, ok := r.providers[name]; ok {
-		c.stopWatch()
+	if w, ok := r.watches[name]; ok {
+		w.stop()
 	}
-	delete(r.providers, name)
-}
-
-// providerFromKubeconfig builds provider clients from a kubeconfig whose
-// current context names the tenant namespace; where says where it came from.
-func providerFromKubeconfig(data []byte, where string, qps float32, burst int) (*provider, error) {
-	if len(data) == 0 {
-		return nil, fmt.Errorf("%s: no kubeconfig", where)
-	}
-	cc, err := clientcmd.NewClientConfigFromBytes(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	ns, _, err := cc.Namespace()
-	if err != nil || ns == "" || ns == metav1.NamespaceDefault {
-		return nil, fmt.Errorf("%s: the current context must name the tenant namespace", where)
-	}
-	cfg.QPS, cfg.Burst = qps, burst
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	return &provider{cfg: cfg, kube: kube, ctrl: c, namespace: ns}, nil
+	delete(r.watches, name)
+	r.Providers.Forget(name)
 }
 
 // ensureResourceSlice makes the consumer's request in its tenant namespace
 // match spec.resourceRequest, writing only when it differs.
-func (r *PeerReconciler) ensureResourceSlice(ctx context.Context, prov *provider, fc *ferryv1alpha1.ForeignCluster) (*ferryv1alpha1.ResourceSlice, error) {
+func (r *PeerReconciler) ensureResourceSlice(ctx context.Context, prov *Provider, fc *ferryv1alpha1.ForeignCluster) (*ferryv1alpha1.ResourceSlice, error) {
 	var slice ferryv1alpha1.ResourceSlice
-	key := types.NamespacedName{Namespace: prov.namespace, Name: string(r.ClusterID)}
-	err := prov.ctrl.Get(ctx, key, &slice)
+	key := types.NamespacedName{Namespace: prov.TenantNamespace, Name: string(r.ClusterID)}
+	err := prov.Client.Get(ctx, key, &slice)
 	if apierrors.IsNotFound(err) {
 		slice = ferryv1alpha1.ResourceSlice{
 			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{ferryv1alpha1.LabelOriginCluster: string(r.ClusterID)}},
 			Spec:       ferryv1alpha1.ResourceSliceSpec{ConsumerClusterID: r.ClusterID, Resources: fc.Spec.ResourceRequest},
 		}
-		if err := prov.ctrl.Create(ctx, &slice); err != nil {
+		if err := prov.Client.Create(ctx, &slice); err != nil {
 			return nil, fmt.Errorf("ask for resources (create ResourceSlice %s): %w", key, err)
 		}
 		log.FromContext(ctx).Info("Asked provider for resources", "provider", fc.Spec.ClusterID, "request", fc.Spec.ResourceRequest)
@@ -301,7 +254,7 @@ func (r *PeerReconciler) ensureResourceSlice(ctx context.Context, prov *provider
 	}
 	if !equality.Semantic.DeepEqual(slice.Spec.Resources, fc.Spec.ResourceRequest) {
 		slice.Spec.Resources = fc.Spec.ResourceRequest
-		if err := prov.ctrl.Update(ctx, &slice); err != nil {
+		if err := prov.Client.Update(ctx, &slice); err != nil {
 			return nil, fmt.Errorf("update ResourceSlice %s: %w", key, err)
 		}
 	}
@@ -352,9 +305,9 @@ func (r *PeerReconciler) unpeer(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 		return fmt.Errorf("delete virtual node: %w", err)
 	}
 	if prov, err := r.providerClient(ctx, fc); err == nil {
-		slice := &ferryv1alpha1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: string(r.ClusterID), Namespace: prov.namespace}}
+		slice := &ferryv1alpha1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: string(r.ClusterID), Namespace: prov.TenantNamespace}}
 		delCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := prov.ctrl.Delete(delCtx, slice); client.IgnoreNotFound(err) != nil {
+		if err := prov.Client.Delete(delCtx, slice); client.IgnoreNotFound(err) != nil {
 			logger.Info("Could not delete the ResourceSlice on the provider; its tenant removal will", "error", err.Error())
 		}
 		cancel()
@@ -384,8 +337,8 @@ func resourceSummary(res corev1.ResourceList) string {
 // SetupWithManager registers the reconciler; a VirtualNode's status change
 // (its node turning Ready or NotReady) re-reconciles its ForeignCluster.
 func (r *PeerReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.ProviderQPS == 0 {
-		r.ProviderQPS, r.ProviderBurst = 20, 40
+	if r.Providers == nil {
+		r.Providers = NewProviderClients(mgr.GetClient(), 20, 40)
 	}
 	r.wake = make(chan event.GenericEvent, 64)
 	if err := mgr.Add(&grantWatches{r: r}); err != nil {
@@ -413,9 +366,9 @@ func (g *grantWatches) Start(ctx context.Context) error {
 	<-ctx.Done()
 	g.r.mu.Lock()
 	defer g.r.mu.Unlock()
-	for name, c := range g.r.providers {
-		c.stopWatch()
-		delete(g.r.providers, name)
+	for name, w := range g.r.watches {
+		w.stop()
+		delete(g.r.watches, name)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,9 +105,8 @@ type controller struct {
 	twins    *twins
 	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	recorder record.EventRecorder
-	// podsByNamespace indexes the node's local pods, to resync a namespace.
+	// podIndex holds the node's local pods, to resync them all.
 	podIndex cache.Indexer
-	ready    atomic.Bool
 }
 
 // Run offloads the pods bound to cfg.NodeName until ctx is done.

@@ -26,13 +26,12 @@ type twin struct {
 	// Terminating one is still watched, to drain it.
 	ready bool
 
-	cancel           context.CancelFunc
-	shadows, pods    cache.Indexer
-	shadowsSynced    cache.InformerSynced
-	podsSynced       cache.InformerSynced
-	shadowInformer   cache.SharedIndexInformer
-	podInformer      cache.SharedIndexInformer
-	startedInformers bool
+	cancel         context.CancelFunc
+	shadows, pods  cache.Indexer
+	shadowsSynced  cache.InformerSynced
+	podsSynced     cache.InformerSynced
+	shadowInformer cache.SharedIndexInformer
+	podInformer    cache.SharedIndexInformer
 }
 
 func (t *twin) synced() bool { return t.shadowsSynced() && t.podsSynced() }
@@ -81,17 +80,6 @@ func (ts *twins) forTwin(namespace string) *twin {
 	ts.mu.RLock()
 	defer ts.mu.RUnlock()
 	return ts.byTwin[namespace]
-}
-
-// all returns every twin, for a resync.
-func (ts *twins) all() []*twin {
-	ts.mu.RLock()
-	defer ts.mu.RUnlock()
-	out := make([]*twin, 0, len(ts.byLocal))
-	for _, t := range ts.byLocal {
-		out = append(out, t)
-	}
-	return out
 }
 
 // refresh brings the twins in line with the NamespaceOffloadings in store.

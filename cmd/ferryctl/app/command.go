@@ -1,7 +1,7 @@
 // Package app implements ferryctl, ferry's command line (also `kubectl
-// ferry`): peering two clusters and showing peers. Everything it does can
-// be done by applying the same objects by hand; it is a convenience, the
-// controllers do the work.
+// ferry`): peering two clusters, showing peers, and offloading namespaces to
+// the providers. Everything it does can be done by applying the same objects
+// by hand; it is a convenience, the controllers do the work.
 package app
 
 import (
@@ -21,11 +21,11 @@ import (
 func NewCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "ferryctl",
-		Short:         "Peer Kubernetes clusters with ferry and inspect peerings",
+		Short:         "Peer Kubernetes clusters with ferry, inspect peerings and offload namespaces",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPeerCommand(), newUnpeerCommand(), newStatusCommand())
+	root.AddCommand(newPeerCommand(), newUnpeerCommand(), newStatusCommand(), newOffloadCommand(), newUnoffloadCommand())
 	return root
 }
 

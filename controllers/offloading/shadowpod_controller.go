@@ -1,0 +1,278 @@
+package offloading
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+// Reasons of a ShadowPod's PodCreated condition and events.
+const (
+	ReasonPodCreated   = "PodCreated"
+	ReasonPodRecreated = "PodRecreated"
+	ReasonPodConflict  = "PodConflict"
+	ReasonPodCompleted = "PodCompleted"
+)
+
+// DefaultShadowPodWorkers is how many ShadowPods are reconciled at once.
+const DefaultShadowPodWorkers = 16
+
+// ShadowPodReconciler keeps, on a provider, exactly one real pod per
+// ShadowPod: it creates it (same name, the template's spec and metadata, the
+// consumer's origin labels, owned by the ShadowPod), recreates it when
+// someone deletes it (counted in status.recreations) unless it ended for
+// good under its restart policy, carries label, annotation and image changes
+// to it, and deletes it before letting a deleted ShadowPod go.
+type ShadowPodReconciler struct {
+	client.Client
+	// Recorder emits events on ShadowPods; nil records none.
+	Recorder events.EventRecorder
+	// Workers is how many ShadowPods are reconciled at once (default 16).
+	Workers int
+}
+
+// +kubebuilder:rbac:groups=ferry.io,resources=shadowpods,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=ferry.io,resources=shadowpods/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile keeps one ShadowPod's real pod.
+func (r *ShadowPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var sp ferryv1alpha1.ShadowPod
+	if err := r.Get(ctx, req.NamespacedName, &sp); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var pod *corev1.Pod
+	var current corev1.Pod
+	if err := r.Get(ctx, req.NamespacedName, &current); err == nil {
+		pod = &current
+	} else if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("read pod %s: %w", req.NamespacedName, err)
+	}
+	if pod != nil && !metav1.IsControlledBy(pod, &sp) {
+		return ctrl.Result{}, r.setStatus(ctx, &sp, func(st *ferryv1alpha1.ShadowPodStatus) {
+			setCreated(st, sp.Generation, metav1.ConditionFalse, ReasonPodConflict,
+				fmt.Sprintf("a pod named %s exists in %s that this ShadowPod does not control; it is left alone", sp.Name, sp.Namespace))
+		})
+	}
+
+	if !sp.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.release(ctx, &sp, pod)
+	}
+
+	switch {
+	case pod == nil:
+		return r.createPod(ctx, &sp)
+	case !pod.DeletionTimestamp.IsZero():
+		// Deleted by someone: its pod-deleted event wakes us to recreate it.
+		return ctrl.Result{}, nil
+	}
+	if err := r.carryChanges(ctx, &sp, pod); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.setStatus(ctx, &sp, func(st *ferryv1alpha1.ShadowPodStatus) {
+		st.PodName, st.Phase = pod.Name, pod.Status.Phase
+		setCreated(st, sp.Generation, metav1.ConditionTrue, ReasonPodCreated, fmt.Sprintf("pod %s exists", pod.Name))
+	})
+}
+
+// createPod makes the real pod, unless it ended for good.
+func (r *ShadowPodReconciler) createPod(ctx context.Context, sp *ferryv1alpha1.ShadowPod) (ctrl.Result, error) {
+	if stays := terminalForGood(sp.Status.Phase, sp.Spec.Template.Spec.RestartPolicy); stays {
+		return ctrl.Result{}, r.setStatus(ctx, sp, func(st *ferryv1alpha1.ShadowPodStatus) {
+			setCreated(st, sp.Generation, metav1.ConditionFalse, ReasonPodCompleted,
+				fmt.Sprintf("the pod ended %s with restartPolicy %s and is not created again", sp.Status.Phase, restartPolicy(sp)))
+		})
+	}
+	recreation := sp.Status.PodName != ""
+	pod, err := PodFor(sp, r.Scheme())
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Create(ctx, pod); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{RequeueAfter: time.Second}, nil // the cache lags
+		}
+		reason := string(apierrors.ReasonForError(err))
+		if reason == "" || reason == string(metav1.StatusReasonUnknown) {
+			reason = "CreateFailed"
+		}
+		if serr := r.setStatus(ctx, sp, func(st *ferryv1alpha1.ShadowPodStatus) {
+			setCreated(st, sp.Generation, metav1.ConditionFalse, reason, err.Error())
+		}); serr != nil {
+			return ctrl.Result{}, serr
+		}
+		r.event(sp, corev1.EventTypeWarning, "CreateFailed", "Create", err.Error())
+		return ctrl.Result{}, fmt.Errorf("create pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	logger := log.FromContext(ctx)
+	if recreation {
+		logger.Info("Recreated pod deleted from under its ShadowPod", "pod", klogRef(pod))
+		r.event(sp, corev1.EventTypeNormal, ReasonPodRecreated, "Recreate", "recreated pod "+pod.Name+" after it was deleted")
+	} else {
+		logger.V(1).Info("Created pod", "pod", klogRef(pod))
+	}
+	return ctrl.Result{}, r.setStatus(ctx, sp, func(st *ferryv1alpha1.ShadowPodStatus) {
+		if recreation {
+			st.Recreations++
+		}
+		st.PodName, st.Phase = pod.Name, corev1.PodPending
+		setCreated(st, sp.Generation, metav1.ConditionTrue, ReasonPodCreated, fmt.Sprintf("pod %s exists", pod.Name))
+	})
+}
+
+// carryChanges brings the pod's labels, annotations and images (the parts of
+// a pod that may change) in line with the template.
+func (r *ShadowPodReconciler) carryChanges(ctx context.Context, sp *ferryv1alpha1.ShadowPod, pod *corev1.Pod) error {
+	want, err := PodFor(sp, r.Scheme())
+	if err != nil {
+		return err
+	}
+	updated := pod.DeepCopy()
+	updated.Labels, updated.Annotations = want.Labels, want.Annotations
+	setImages(updated.Spec.Containers, want.Spec.Containers)
+	setImages(updated.Spec.InitContainers, want.Spec.InitContainers)
+	if equality.Semantic.DeepEqual(updated.ObjectMeta, pod.ObjectMeta) && equality.Semantic.DeepEqual(updated.Spec, pod.Spec) {
+		return nil
+	}
+	if err := r.Patch(ctx, updated, client.MergeFromWithOptions(pod, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("update pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	log.FromContext(ctx).V(1).Info("Updated pod from its ShadowPod", "pod", klogRef(pod))
+	return nil
+}
+
+func setImages(have, want []corev1.Container) {
+	images := map[string]string{}
+	for _, c := range want {
+		images[c.Name] = c.Image
+	}
+	for i := range have {
+		if img, ok := images[have[i].Name]; ok {
+			have[i].Image = img
+		}
+	}
+}
+
+// release deletes the real pod of a deleted ShadowPod and, once it is gone,
+// lets the ShadowPod go.
+func (r *ShadowPodReconciler) release(ctx context.Context, sp *ferryv1alpha1.ShadowPod, pod *corev1.Pod) error {
+	if !controllerutil.ContainsFinalizer(sp, ferryv1alpha1.ShadowPodFinalizer) {
+		return nil
+	}
+	if pod != nil && metav1.IsControlledBy(pod, sp) {
+		if pod.DeletionTimestamp.IsZero() {
+			if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			}
+		}
+		return nil // its deletion wakes us
+	}
+	controllerutil.RemoveFinalizer(sp, ferryv1alpha1.ShadowPodFinalizer)
+	if err := r.Update(ctx, sp); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("release ShadowPod %s/%s: %w", sp.Namespace, sp.Name, err)
+	}
+	return nil
+}
+
+// PodFor is the real pod of sp.
+func PodFor(sp *ferryv1alpha1.ShadowPod, scheme *runtime.Scheme) (*corev1.Pod, error) {
+	labels := map[string]string{}
+	for k, v := range sp.Spec.Template.Metadata.Labels {
+		labels[k] = v
+	}
+	for _, k := range []string{ferryv1alpha1.LabelOriginCluster, ferryv1alpha1.LabelOriginNamespace, ferryv1alpha1.LabelOriginName, ferryv1alpha1.LabelOriginUID} {
+		if v, ok := sp.Labels[k]; ok {
+			labels[k] = v
+		}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: sp.Name, Namespace: sp.Namespace, Labels: labels, Annotations: maps.Clone(sp.Spec.Template.Metadata.Annotations)},
+		Spec:       *sp.Spec.Template.Spec.DeepCopy(),
+	}
+	if err := controllerutil.SetControllerReference(sp, pod, scheme); err != nil {
+		return nil, fmt.Errorf("own pod %s/%s: %w", sp.Namespace, sp.Name, err)
+	}
+	return pod, nil
+}
+
+// terminalForGood tells whether a pod that ended in phase stays ended under
+// policy: a kubelet would not run it again either.
+func terminalForGood(phase corev1.PodPhase, policy corev1.RestartPolicy) bool {
+	switch phase {
+	case corev1.PodSucceeded:
+		return policy == corev1.RestartPolicyNever || policy == corev1.RestartPolicyOnFailure
+	case corev1.PodFailed:
+		return policy == corev1.RestartPolicyNever
+	}
+	return false
+}
+
+func restartPolicy(sp *ferryv1alpha1.ShadowPod) corev1.RestartPolicy {
+	if p := sp.Spec.Template.Spec.RestartPolicy; p != "" {
+		return p
+	}
+	return corev1.RestartPolicyAlways
+}
+
+func setCreated(st *ferryv1alpha1.ShadowPodStatus, generation int64, s metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ferryv1alpha1.ShadowPodCreated, Status: s, Reason: reason, Message: message, ObservedGeneration: generation})
+}
+
+// setStatus applies change to sp's status and writes it when it changed:
+// at rest, a ShadowPod costs no write.
+func (r *ShadowPodReconciler) setStatus(ctx context.Context, sp *ferryv1alpha1.ShadowPod, change func(*ferryv1alpha1.ShadowPodStatus)) error {
+	st := sp.Status.DeepCopy()
+	st.ObservedGeneration = sp.Generation
+	change(st)
+	if equality.Semantic.DeepEqual(st, &sp.Status) {
+		return nil
+	}
+	sp.Status = *st
+	if err := r.Status().Update(ctx, sp); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil // a newer ShadowPod is on its way and reconciles again
+		}
+		return fmt.Errorf("update status of ShadowPod %s/%s: %w", sp.Namespace, sp.Name, err)
+	}
+	return nil
+}
+
+func (r *ShadowPodReconciler) event(sp *ferryv1alpha1.ShadowPod, eventType, reason, action, note string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(sp, nil, eventType, reason, action, "%s", note)
+	}
+}
+
+func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// SetupWithManager registers the reconciler; the real pods' changes wake
+// their ShadowPod.
+func (r *ShadowPodReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	workers := r.Workers
+	if workers <= 0 {
+		workers = DefaultShadowPodWorkers
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("shadowpod").
+		For(&ferryv1alpha1.ShadowPod{}).
+		Owns(&corev1.Pod{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}

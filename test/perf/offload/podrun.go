@@ -1,0 +1,411 @@
+package offload
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/test/testbed"
+)
+
+const (
+	// settle is how long requests are still counted after the last pod is
+	// Running: the writes a pod causes right after (statuses, events,
+	// grants) belong to it.
+	settle = 3 * time.Second
+	// stallTimeout fails a run in which no pod reached any stage for so long.
+	stallTimeout = 2 * time.Minute
+	// progressPeriod is how often a run prints where its pods are.
+	progressPeriod = 2 * time.Second
+)
+
+// stage is a step on a pod's way to Running, as the harness's watches see it.
+type stage string
+
+const (
+	created       stage = "created"        // just before its create call
+	bound         stage = "bound"          // the scheduler bound it (spec.nodeName)
+	shadowed      stage = "shadowpod"      // its ShadowPod exists in the twin namespace
+	remoteCreated stage = "remote-created" // the provider's real pod exists
+	remoteBound   stage = "remote-bound"   // the provider's scheduler bound it
+	remoteRunning stage = "remote-running" // Running and Ready in the provider
+	running       stage = "running"        // Running and Ready where it was created
+)
+
+// podRun creates pods in one cluster and times each until it is Running.
+type podRun struct {
+	name              string           // "direct" or "offload", in progress lines
+	cluster           *testbed.Cluster // where the pods are created
+	namespace         string
+	spec              corev1.PodSpec
+	pods, concurrency int
+	// counted are the clusters whose API requests are counted.
+	counted []*testbed.Cluster
+	// twin, for offloaded pods, is the provider and twinNamespace the
+	// namespace where their ShadowPods and real pods are watched.
+	twin          *testbed.Cluster
+	twinNamespace string
+}
+
+// runResult is what one run saw.
+type runResult struct {
+	name     string
+	pods     int
+	stages   []stage
+	timeline *timeline
+	// requests served by each counted cluster during the run, by kind.
+	requests map[string]requestCounts
+}
+
+// measure performs the run: it starts the watches, counts requests before,
+// creates the pods at the run's concurrency, waits until every pod is
+// Running and Ready (printing progress), lets the cluster settle and counts
+// requests again.
+func (r podRun) measure(ctx context.Context, say func(string, ...any)) (*runResult, error) {
+	res := &runResult{name: r.name, pods: r.pods, timeline: newTimeline(), requests: map[string]requestCounts{}}
+	watchCtx, stopWatches := context.WithCancel(ctx)
+	var watches sync.WaitGroup
+	defer watches.Wait()
+	defer stopWatches()
+
+	kube, err := harnessClient(r.cluster)
+	if err != nil {
+		return nil, err
+	}
+	synced := []cache.InformerSynced{watchPods(watchCtx, &watches, kube, r.namespace, res.timeline, "", bound, running)}
+	res.stages = []stage{created, bound, running}
+	if r.twin != nil {
+		remote, err := harnessClient(r.twin)
+		if err != nil {
+			return nil, err
+		}
+		shadows, err := watchShadowPods(watchCtx, &watches, r.twin.Config, r.twinNamespace, res.timeline)
+		if err != nil {
+			return nil, err
+		}
+		synced = append(synced, shadows, watchPods(watchCtx, &watches, remote, r.twinNamespace, res.timeline, remoteCreated, remoteBound, remoteRunning))
+		res.stages = []stage{created, bound, shadowed, remoteCreated, remoteBound, remoteRunning, running}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil, fmt.Errorf("%s run: start watches: %w", r.name, ctx.Err())
+	}
+
+	before := map[string]requestCounts{}
+	for _, c := range r.counted {
+		if before[c.Name], err = scrapeRequests(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	createErr := make(chan error, 1)
+	go func() { createErr <- r.create(ctx, kube, res.timeline) }()
+	if err := r.waitRunning(ctx, res, createErr, say); err != nil {
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(settle):
+	}
+	for _, c := range r.counted {
+		after, err := scrapeRequests(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		res.requests[c.Name] = after.minus(before[c.Name])
+	}
+	return res, nil
+}
+
+// create creates the run's pods, concurrency at a time, marking each
+// created just before its call.
+func (r podRun) create(ctx context.Context, kube kubernetes.Interface, tl *timeline) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	names := make(chan string)
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	for range r.concurrency {
+		wg.Go(func() {
+			for name := range names {
+				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.namespace, Labels: map[string]string{"app": "bench"}}, Spec: *r.spec.DeepCopy()}
+				tl.mark(name, created, time.Now())
+				if _, err := kube.CoreV1().Pods(r.namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+					once.Do(func() {
+						firstErr = fmt.Errorf("create pod %s/%s in %s: %w", r.namespace, name, r.cluster.Name, err)
+						cancel()
+					})
+					return
+				}
+			}
+		})
+	}
+feed:
+	for i := range r.pods {
+		select {
+		case names <- fmt.Sprintf("%s-%05d", r.name, i):
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(names)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+// waitRunning waits until every pod is Running, printing how far the pods
+// got every progressPeriod; it fails when creating fails or nothing moves
+// for stallTimeout.
+func (r podRun) waitRunning(ctx context.Context, res *runResult, createErr <-chan error, say func(string, ...any)) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastProgress, lastChange, lastCounts := time.Now(), time.Now(), ""
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s run: %w (pods: %s)", r.name, ctx.Err(), res.counts())
+		case err := <-createErr:
+			if err != nil {
+				return fmt.Errorf("%s run: %w", r.name, err)
+			}
+		case <-tick.C:
+		}
+		if res.timeline.count(running) == r.pods {
+			say("%s: %s", r.name, res.counts())
+			return nil
+		}
+		if counts := res.counts(); counts != lastCounts {
+			lastCounts, lastChange = counts, time.Now()
+		} else if time.Since(lastChange) > stallTimeout {
+			return fmt.Errorf("%s run: no pod moved for %s (pods: %s)", r.name, stallTimeout, counts)
+		}
+		if time.Since(lastProgress) >= progressPeriod {
+			say("%s: %s", r.name, lastCounts)
+			lastProgress = time.Now()
+		}
+	}
+}
+
+// counts says how many pods reached each stage.
+func (res *runResult) counts() string {
+	parts := make([]string, len(res.stages))
+	for i, s := range res.stages {
+		parts[i] = fmt.Sprintf("%d %s", res.timeline.count(s), s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// stats are the run's figures for the RESULT line.
+func (res *runResult) stats() RunStats {
+	ttr := res.timeline.between(created, running)
+	first, _ := res.timeline.window(created)
+	_, last := res.timeline.window(running)
+	var requests int64
+	for _, counts := range res.requests {
+		requests += counts.total()
+	}
+	return RunStats{
+		P50:            percentile(ttr, 50),
+		P99:            percentile(ttr, 99),
+		Throughput:     float64(res.pods) / last.Sub(first).Seconds(),
+		RequestsPerPod: float64(requests) / float64(res.pods),
+	}
+}
+
+// report prints where the time went, stage by stage (when pods reached it,
+// and how long after the previous stage), and which requests were served.
+func (res *runResult) report(say func(string, ...any)) {
+	start, _ := res.timeline.window(created)
+	for i, s := range res.stages {
+		first, last := res.timeline.window(s)
+		line := fmt.Sprintf("%s  %-15s reached %.2fs..%.2fs", res.name, s, first.Sub(start).Seconds(), last.Sub(start).Seconds())
+		if i > 0 {
+			d := res.timeline.between(res.stages[i-1], s)
+			line += fmt.Sprintf(", after %s: p50 %s p99 %s", res.stages[i-1], ms(percentile(d, 50)), ms(percentile(d, 99)))
+		}
+		say("%s", line)
+	}
+	names := make([]string, 0, len(res.requests))
+	for name := range res.requests {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		counts := res.requests[name]
+		say("%s  requests served by %s: %d (%.1f per pod); most: %s", res.name, name, counts.total(),
+			float64(counts.total())/float64(res.pods), counts.top(8))
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", millis(d)) }
+
+// harnessClient is a clientset for the harness itself, with a rate limit
+// high enough that it never waits on itself.
+func harnessClient(c *testbed.Cluster) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = 1000, 2000
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client of %s: %w", c.Name, err)
+	}
+	return kube, nil
+}
+
+// watchPods marks, for each pod of namespace, the first time a watch sees it
+// (seen, unless empty), bound to a node, and Running and Ready.
+func watchPods(ctx context.Context, wg *sync.WaitGroup, kube kubernetes.Interface, namespace string, tl *timeline, seen, boundStage, runningStage stage) cache.InformerSynced {
+	lw := cache.NewListWatchFromClient(kube.CoreV1().RESTClient(), "pods", namespace, fields.Everything())
+	return runInformer(ctx, wg, lw, &corev1.Pod{}, func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		if seen != "" {
+			tl.mark(pod.Name, seen, now)
+		}
+		if pod.Spec.NodeName != "" {
+			tl.mark(pod.Name, boundStage, now)
+		}
+		if runningAndReady(pod) {
+			tl.mark(pod.Name, runningStage, now)
+		}
+	})
+}
+
+// watchShadowPods marks the first time a watch sees each ShadowPod of
+// namespace (by name, which is its pod's).
+func watchShadowPods(ctx context.Context, wg *sync.WaitGroup, cfg *rest.Config, namespace string, tl *timeline) (cache.InformerSynced, error) {
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("metadata client: %w", err)
+	}
+	shadowPods := md.Resource(ferryv1alpha1.GroupVersion.WithResource("shadowpods")).Namespace(namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return shadowPods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return shadowPods.Watch(ctx, o)
+		},
+	}
+	return runInformer(ctx, wg, lw, &metav1.PartialObjectMetadata{}, func(obj any) {
+		if sp, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			tl.mark(sp.Name, shadowed, time.Now())
+		}
+	}), nil
+}
+
+// runInformer calls observe with every object added or updated until ctx ends.
+func runInformer(ctx context.Context, wg *sync.WaitGroup, lw cache.ListerWatcher, obj runtime.Object, observe func(any)) cache.InformerSynced {
+	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    obj,
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    observe,
+			UpdateFunc: func(_, o any) { observe(o) },
+		},
+	})
+	wg.Go(func() { informer.RunWithContext(ctx) })
+	return informer.HasSynced
+}
+
+func runningAndReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// timeline records when each pod first reached each stage.
+type timeline struct {
+	mu      sync.Mutex
+	at      map[string]map[stage]time.Time
+	reached map[stage]int
+}
+
+func newTimeline() *timeline {
+	return &timeline{at: map[string]map[stage]time.Time{}, reached: map[stage]int{}}
+}
+
+// mark records that pod reached s at t, unless it did before.
+func (tl *timeline) mark(pod string, s stage, t time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	stages := tl.at[pod]
+	if stages == nil {
+		stages = map[stage]time.Time{}
+		tl.at[pod] = stages
+	}
+	if _, ok := stages[s]; ok {
+		return
+	}
+	stages[s] = t
+	tl.reached[s]++
+}
+
+// count is how many pods reached s.
+func (tl *timeline) count(s stage) int {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.reached[s]
+}
+
+// between is, for each pod that reached both stages, the time from one to
+// the other.
+func (tl *timeline) between(from, to stage) []time.Duration {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var out []time.Duration
+	for _, stages := range tl.at {
+		a, okA := stages[from]
+		b, okB := stages[to]
+		if okA && okB {
+			out = append(out, b.Sub(a))
+		}
+	}
+	return out
+}
+
+// window is the first and the last time a pod reached s.
+func (tl *timeline) window(s stage) (first, last time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, stages := range tl.at {
+		t, ok := stages[s]
+		if !ok {
+			continue
+		}
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return first, last
+}

@@ -1,0 +1,92 @@
+package offload
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+)
+
+// RunStats are one run's figures.
+type RunStats struct {
+	// P50 and P99 of the time from a pod's create call to a watch seeing it
+	// Running and Ready.
+	P50, P99 time.Duration
+	// Throughput is pods per second from the first create call to the last
+	// pod Running.
+	Throughput float64
+	// RequestsPerPod is the API requests the counted API servers served
+	// during the run, per pod.
+	RequestsPerPod float64
+}
+
+// Result is one benchmark run: the direct run is the baseline of the
+// offloaded one.
+type Result struct {
+	Pods            int
+	Direct, Offload RunStats
+	// VirtualKubeletPeakRSS is the virtual kubelet's peak resident memory
+	// over the offloaded run, in bytes.
+	VirtualKubeletPeakRSS int64
+}
+
+// Targets of the offloading issue, as ratios against the direct run in the
+// same run (absolute times depend on the machine).
+const (
+	targetP99Ratio        = 1.3
+	targetThroughputRatio = 0.8
+	targetPeakRSSMiB      = 100
+)
+
+// P99Ratio is the offloaded p99 over the direct one.
+func (r Result) P99Ratio() float64 { return r.Offload.P99.Seconds() / r.Direct.P99.Seconds() }
+
+// ThroughputRatio is the offloaded throughput over the direct one.
+func (r Result) ThroughputRatio() float64 { return r.Offload.Throughput / r.Direct.Throughput }
+
+// Print writes one line per target, met or missed, and last the RESULT line.
+func (r Result) Print(w io.Writer) {
+	rssMiB := float64(r.VirtualKubeletPeakRSS) / (1 << 20)
+	for _, t := range []struct {
+		name   string
+		value  float64
+		limit  float64
+		atMost bool
+	}{
+		{"p99_ratio", r.P99Ratio(), targetP99Ratio, true},
+		{"throughput_ratio", r.ThroughputRatio(), targetThroughputRatio, false},
+		{"vk_peak_rss_mib", rssMiB, targetPeakRSSMiB, true},
+	} {
+		op, met := ">=", t.value >= t.limit
+		if t.atMost {
+			op, met = "<=", t.value <= t.limit
+		}
+		verdict := "met"
+		if !met {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(w, "target %s %s %g: %s (%.2f)\n", t.name, op, t.limit, verdict, t.value)
+	}
+	fmt.Fprintf(w, "RESULT pods=%d direct_p50_ms=%.0f direct_p99_ms=%.0f offload_p50_ms=%.0f offload_p99_ms=%.0f p99_ratio=%.2f"+
+		" direct_throughput_pods_per_s=%.1f offload_throughput_pods_per_s=%.1f throughput_ratio=%.2f vk_peak_rss_mib=%.0f"+
+		" requests_per_pod_direct=%.1f requests_per_pod_offload=%.1f\n",
+		r.Pods, millis(r.Direct.P50), millis(r.Direct.P99), millis(r.Offload.P50), millis(r.Offload.P99), r.P99Ratio(),
+		r.Direct.Throughput, r.Offload.Throughput, r.ThroughputRatio(), rssMiB,
+		r.Direct.RequestsPerPod, r.Offload.RequestsPerPod)
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// percentile is the nearest-rank p-th percentile (0 < p <= 100): the
+// smallest value at least p% of the values are no greater than. It is 0 for
+// no values.
+func percentile(values []time.Duration, p float64) time.Duration {
+	if len(values) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(values)
+	slices.Sort(sorted)
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}

@@ -1,0 +1,89 @@
+package offload
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	var hundred []time.Duration
+	for i := 100; i >= 1; i-- { // unsorted on purpose
+		hundred = append(hundred, time.Duration(i)*time.Millisecond)
+	}
+	for _, tc := range []struct {
+		name   string
+		values []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{"no values", nil, 99, 0},
+		{"one value is every percentile", []time.Duration{7}, 1, 7},
+		{"median of 100", hundred, 50, 50 * time.Millisecond},
+		{"p99 of 100", hundred, 99, 99 * time.Millisecond},
+		{"p100 is the maximum", hundred, 100, 100 * time.Millisecond},
+		{"p99 of 3 is the maximum", []time.Duration{3, 1, 2}, 99, 3},
+		{"p50 of 4 is the second", []time.Duration{4, 3, 2, 1}, 50, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := percentile(tc.values, tc.p); got != tc.want {
+				t.Errorf("percentile(%v, %v) = %v, want %v", tc.values, tc.p, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPercentileLeavesItsInputUnsorted(t *testing.T) {
+	values := []time.Duration{3, 1, 2}
+	percentile(values, 50)
+	if values[0] != 3 || values[1] != 1 || values[2] != 2 {
+		t.Errorf("input reordered: %v", values)
+	}
+}
+
+func TestPrintEndsWithResultLineAndJudgesEachTarget(t *testing.T) {
+	r := Result{
+		Pods:                  1000,
+		Direct:                RunStats{P50: 80 * time.Millisecond, P99: 700 * time.Millisecond, Throughput: 50, RequestsPerPod: 5},
+		Offload:               RunStats{P50: 120 * time.Millisecond, P99: 1400 * time.Millisecond, Throughput: 45, RequestsPerPod: 9.5},
+		VirtualKubeletPeakRSS: 60 << 20,
+	}
+	var out bytes.Buffer
+	r.Print(&out)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		"target p99_ratio <= 1.3: MISSED (2.00)",
+		"target throughput_ratio >= 0.8: met (0.90)",
+		"target vk_peak_rss_mib <= 100: met (60.00)",
+		"RESULT pods=1000 direct_p50_ms=80 direct_p99_ms=700 offload_p50_ms=120 offload_p99_ms=1400 p99_ratio=2.00" +
+			" direct_throughput_pods_per_s=50.0 offload_throughput_pods_per_s=45.0 throughput_ratio=0.90 vk_peak_rss_mib=60" +
+			" requests_per_pod_direct=5.0 requests_per_pod_offload=9.5",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("Print wrote\n%s\nwant\n%s", out.String(), strings.Join(want, "\n"))
+	}
+}
+
+func TestTimelineKeepsTheFirstTimeOfEachStage(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tl := newTimeline()
+	tl.mark("a", created, t0)
+	tl.mark("a", running, t0.Add(300*time.Millisecond))
+	tl.mark("a", running, t0.Add(900*time.Millisecond)) // a later update: ignored
+	tl.mark("b", created, t0.Add(100*time.Millisecond))
+	tl.mark("b", running, t0.Add(200*time.Millisecond))
+	tl.mark("c", created, t0.Add(150*time.Millisecond)) // never Running
+
+	if got := tl.count(running); got != 2 {
+		t.Errorf("count(running) = %d, want 2", got)
+	}
+	d := tl.between(created, running)
+	if len(d) != 2 || percentile(d, 100) != 300*time.Millisecond || percentile(d, 1) != 100*time.Millisecond {
+		t.Errorf("between(created, running) = %v, want 300ms and 100ms", d)
+	}
+	first, last := tl.window(created)
+	if !first.Equal(t0) || !last.Equal(t0.Add(150*time.Millisecond)) {
+		t.Errorf("window(created) = %v..%v", first, last)
+	}
+}
