@@ -140,7 +140,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := (&offloading.TwinNamespaceReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up twin namespace controller: %w", err)
 	}
-	if err := (&offloading.ShadowPodReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("ferry-shadow-pods"), Workers: opts.ShadowPodWorkers}).SetupWithManager(mgr); err != nil {
+	if err := (&offloading.ShadowPodReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("ferry-shadow-pods"), Workers: opts.ShadowPodWorkers}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up shadow pod controller: %w", err)
 	}
 	if err := (&offloading.NamespaceOffloadingReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Providers: providers}).SetupWithManager(mgr); err != nil {

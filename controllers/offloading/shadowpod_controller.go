@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -41,6 +42,9 @@ const DefaultShadowPodWorkers = 16
 // to it, and deletes it before letting a deleted ShadowPod go.
 type ShadowPodReconciler struct {
 	client.Client
+	// APIReader reads ShadowPods past the cache, when a recreation must be
+	// counted on top of a status that changed meanwhile; nil uses Client.
+	APIReader client.Reader
 	// Recorder emits events on ShadowPods; nil records none.
 	Recorder events.EventRecorder
 	// Workers is how many ShadowPods are reconciled at once (default 16).
@@ -128,13 +132,42 @@ func (r *ShadowPodReconciler) createPod(ctx context.Context, sp *ferryv1alpha1.S
 	} else {
 		logger.V(1).Info("Created pod", "pod", klogRef(pod))
 	}
-	return ctrl.Result{}, r.setStatus(ctx, sp, func(st *ferryv1alpha1.ShadowPodStatus) {
-		if recreation {
-			st.Recreations++
-		}
+	created := func(st *ferryv1alpha1.ShadowPodStatus) {
 		st.PodName, st.Phase = pod.Name, corev1.PodPending
 		setCreated(st, sp.Generation, metav1.ConditionTrue, ReasonPodCreated, fmt.Sprintf("pod %s exists", pod.Name))
+	}
+	if !recreation {
+		return ctrl.Result{}, r.setStatus(ctx, sp, created)
+	}
+	return ctrl.Result{}, r.countRecreation(ctx, sp, created)
+}
+
+// countRecreation adds the recreation this reconcile just made to the
+// status. Unlike other status changes it cannot be left to the next
+// reconcile, which would not know of it: a conflict is retried on a fresh
+// read.
+func (r *ShadowPodReconciler) countRecreation(ctx context.Context, sp *ferryv1alpha1.ShadowPod, change func(*ferryv1alpha1.ShadowPodStatus)) error {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	first := true
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if !first {
+			if err := reader.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
+				return err
+			}
+		}
+		first = false
+		sp.Status.ObservedGeneration = sp.Generation
+		sp.Status.Recreations++
+		change(&sp.Status)
+		return r.Status().Update(ctx, sp)
 	})
+	if err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("count recreation of ShadowPod %s/%s: %w", sp.Namespace, sp.Name, err))
+	}
+	return nil
 }
 
 // carryChanges brings the pod's labels, annotations and images (the parts of

@@ -193,7 +193,13 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 			var local corev1.Pod
 			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(pod), &local)).To(Succeed())
 			g.Expect(local.Status.Phase).To(Equal(corev1.PodRunning))
-			g.Expect(local.Status.ContainerStatuses).To(ConsistOf(HaveField("RestartCount", int32(1))))
+			// kwok deletes a terminating pod by name, without a UID
+			// precondition, and now and then deletes the recreated one too:
+			// every recreation counts, so the count is the ShadowPod's.
+			var sp ferryv1alpha1.ShadowPod
+			g.Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: twin, Name: "solo"}, &sp)).To(Succeed())
+			g.Expect(sp.Status.Recreations).To(BeNumerically(">=", 1))
+			g.Expect(local.Status.ContainerStatuses).To(ConsistOf(HaveField("RestartCount", sp.Status.Recreations)))
 			g.Expect(local.UID).To(Equal(pod.UID), "the local pod is the same")
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 
