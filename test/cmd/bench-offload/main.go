@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -16,11 +17,22 @@ import (
 )
 
 func main() {
+	exit := 0
+	defer func() { os.Exit(exit) }()
 	opts := offload.Options{Out: os.Stdout}
 	flag.IntVar(&opts.Pods, "pods", 1000, "pods created in each run, direct and offloaded")
 	flag.IntVar(&opts.Concurrency, "concurrency", 32, "create calls in flight at once")
 	timeout := flag.Duration("timeout", 30*time.Minute, "bound of the whole run")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (ferry's controller managers run in it) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-offload:", err)
+			os.Exit(1)
+		}
+		defer stopProfile()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -37,6 +49,21 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-offload:", err)
-		os.Exit(1)
+		exit = 1
 	}
+}
+
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }

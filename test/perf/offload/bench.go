@@ -163,6 +163,13 @@ func Run(ctx context.Context, opts Options) (err error) {
 	offloaded.report(say)
 	say("virtual kubelet memory: peak %d MiB (VmHWM), %d MiB at the end", peakRSS>>20, lastRSS>>20)
 
+	work, err := controllersWork()
+	if err != nil {
+		return err
+	}
+	for _, w := range work {
+		say("controller %-20s %5d reconciles, mean %4.0fms each, mean queue wait %5.0fms", w.name, w.reconciles, w.meanReconcile*1000, w.meanWait*1000)
+	}
 	res := Result{Pods: opts.Pods, Direct: direct.stats(), Offload: offloaded.stats(), VirtualKubeletPeakRSS: peakRSS}
 	res.Print(opts.Out)
 	return nil
