@@ -309,7 +309,7 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		}
 		return 0, nil
 	}
-	if t == nil || (!t.ready && t.shadowPod(pod.Name) == nil) {
+	if t == nil || (!t.ready.Load() && t.shadowPod(pod.Name) == nil) {
 		// Nothing to offload to: say why, and wait for the NamespaceOffloading.
 		msg := fmt.Sprintf("namespace %s has no Ready twin namespace in cluster %s: offload it with a NamespaceOffloading selecting that cluster", pod.Namespace, c.cfg.ProviderClusterID)
 		if t != nil {

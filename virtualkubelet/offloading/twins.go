@@ -3,6 +3,7 @@ package offloading
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,8 +24,9 @@ import (
 type twin struct {
 	local, name string
 	// ready: new pods may be offloaded (the twin namespace is Ready); a
-	// Terminating one is still watched, to drain it.
-	ready bool
+	// Terminating one is still watched, to drain it. Workers read it while
+	// refresh writes it.
+	ready atomic.Bool
 
 	cancel         context.CancelFunc
 	shadows, pods  cache.Indexer
@@ -118,14 +120,13 @@ func (ts *twins) refresh(ctx context.Context, store cache.Store) {
 	for local, c := range want {
 		ready := c.Phase == ferryv1alpha1.OffloadingReady
 		if t, ok := ts.byLocal[local]; ok {
-			if t.ready != ready {
-				t.ready = ready
+			if t.ready.Swap(ready) != ready {
 				changed = append(changed, local)
 			}
 			continue
 		}
 		t := ts.start(ctx, local, c.TwinNamespace)
-		t.ready = ready
+		t.ready.Store(ready)
 		ts.byLocal[local], ts.byTwin[c.TwinNamespace] = t, t
 		changed = append(changed, local)
 		klog.FromContext(ctx).Info("Following twin namespace", "namespace", local, "twinNamespace", c.TwinNamespace, "ready", ready)
