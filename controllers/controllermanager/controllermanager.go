@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/controllers/kubeletcerts"
 	"github.com/ferry-io/ferry/controllers/offloading"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/controllers/peering/grant"
@@ -145,6 +146,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}
 	if err := (&offloading.NamespaceOffloadingReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Providers: providers}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up namespace offloading controller: %w", err)
+	}
+	if err := (&kubeletcerts.Approver{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up kubelet serving certificate approver: %w", err)
 	}
 	return mgr, nil
 }

@@ -55,7 +55,12 @@ func (l *DeploymentLauncher) Ensure(ctx context.Context, vnKey types.NamespacedN
 			Args: append([]string{
 				"--virtual-node-namespace=" + vnKey.Namespace,
 				"--virtual-node-name=" + vnKey.Name,
+				// The API server reaches the kubelet API at the pod's IP.
+				"--node-ip=$(POD_IP)",
 			}, l.ExtraArgs...),
+			Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}}},
+			Ports: []corev1.ContainerPort{{Name: "kubelet-api", ContainerPort: 10250, Protocol: corev1.ProtocolTCP}},
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 				corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
 			}},

@@ -62,7 +62,10 @@ func TestDeploymentLauncherRunsOneVirtualKubeletPerVirtualNode(t *testing.T) {
 	if ctr.Image != l.Image || d.Spec.Template.Spec.ServiceAccountName != VirtualKubeletServiceAccount || *d.Spec.Replicas != 1 {
 		t.Errorf("deployment runs %s as %s x%d", ctr.Image, d.Spec.Template.Spec.ServiceAccountName, *d.Spec.Replicas)
 	}
-	wantArgs := []string{"--virtual-node-namespace=ferry-system", "--virtual-node-name=ferry-provider", "--health-check-period=5s"}
+	wantArgs := []string{"--virtual-node-namespace=ferry-system", "--virtual-node-name=ferry-provider", "--node-ip=$(POD_IP)", "--health-check-period=5s"}
+	if len(ctr.Env) != 1 || ctr.Env[0].Name != "POD_IP" || ctr.Env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("env %v: the kubelet API needs the pod's IP as POD_IP", ctr.Env)
+	}
 	if len(ctr.Args) != len(wantArgs) {
 		t.Fatalf("args %v, want %v", ctr.Args, wantArgs)
 	}

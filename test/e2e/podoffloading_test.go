@@ -177,6 +177,17 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	})
 
+	It("serves kubectl logs (follow), exec with stdin, port-forward and stats of an offloaded pod through the consumer's API server", func(ctx context.Context) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug", Namespace: ns}, Spec: remotePodSpec()}
+		Expect(consumer.Client.Create(ctx, pod)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+			g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		expectKubeletAPI(ctx, consumer, provider, ns, pod.Name, virtualNode)
+		Expect(consumer.Client.Delete(ctx, pod)).To(Succeed())
+	})
+
 	It("brings back a pod deleted on the provider and counts it as a restart; carries label updates", func(ctx context.Context) {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "solo", Namespace: ns, Labels: map[string]string{"app": "solo"}}, Spec: remotePodSpec()}
 		Expect(consumer.Client.Create(ctx, pod)).To(Succeed())

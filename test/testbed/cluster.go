@@ -223,6 +223,10 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--client-ca-file=" + c.ca.CertFile,
 		"--kubelet-client-certificate=" + pki.apiKubeletClient.CertFile,
 		"--kubelet-client-key=" + pki.apiKubeletClient.KeyFile,
+		// Kubelets' serving certificates are verified: kwok's and the virtual
+		// kubelets' are signed by the cluster CA (kube-controller-manager
+		// signs kubernetes.io/kubelet-serving requests with it).
+		"--kubelet-certificate-authority=" + c.ca.CertFile,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + pki.saPub,
 		"--service-account-signing-key-file=" + pki.saKey,

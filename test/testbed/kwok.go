@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
 	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
@@ -17,6 +18,55 @@ import (
 // to manage nodes carrying it, so a virtual kubelet's node is left alone.
 const KwokNodeAnnotation = "kwok.x-k8s.io/node"
 
+// KwokPodLogFile is, in a cluster's Dir, the file every kwok pod's
+// containers log, in the CRI log format (kubectl logs reads it, -f follows
+// it as it grows; attach starts from it). AppendPodLog makes pods log.
+const KwokPodLogFile = "kwok-pod.log"
+
+// KwokExecDir is, in a cluster's Dir, the working directory of commands
+// exec'd in kwok pods: kwok runs them as local processes of its own.
+const KwokExecDir = "kwok-exec"
+
+// kwokDebugging gives kwok's pods behaviour for the kubelet API: logs and
+// attach from KwokPodLogFile, exec as local processes in KwokExecDir, and
+// port-forward to `cat` (an echo on every port).
+func kwokDebugging(dir string) string {
+	return fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: testbed
+spec:
+  logs:
+  - logsFile: %[1]q
+    follow: true
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterAttach
+metadata:
+  name: testbed
+spec:
+  attaches:
+  - logsFile: %[1]q
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterExec
+metadata:
+  name: testbed
+spec:
+  execs:
+  - local:
+      workDir: %[2]q
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterPortForward
+metadata:
+  name: testbed
+spec:
+  forwards:
+  - command: ["cat"]
+`, filepath.Join(dir, KwokPodLogFile), filepath.Join(dir, KwokExecDir))
+}
+
 // startKwok runs kwok with the stages shipped in kwok's own module (node
 // initialization, heartbeat with leases, pods Running and Ready at once,
 // completion and deletion): a node it manages behaves like a healthy
@@ -28,7 +78,17 @@ func (c *Cluster) startKwok(pki *credentials, port int) error {
 		podfast.DefaultPodReady,
 		podfast.DefaultPodComplete,
 		podfast.DefaultPodDelete,
+		kwokDebugging(c.Dir),
 	}, "\n---\n")
+	if err := os.MkdirAll(filepath.Join(c.Dir, KwokExecDir), 0o700); err != nil {
+		return fmt.Errorf("create kwok exec dir: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(c.Dir, KwokPodLogFile), nil, 0o600); err != nil {
+		return fmt.Errorf("write kwok pod log: %w", err)
+	}
+	if err := c.AppendPodLog("kwok pod started"); err != nil {
+		return err
+	}
 	config := filepath.Join(c.Dir, "kwok.yaml")
 	if err := os.WriteFile(config, []byte(stages), 0o600); err != nil {
 		return fmt.Errorf("write kwok stages: %w", err)
@@ -53,4 +113,21 @@ func (c *Cluster) startKwok(pki *credentials, port int) error {
 		// keeps a developer's kwok setup out of the tests.
 		"HOME=" + home,
 	})
+}
+
+// AppendPodLog adds a line to what every kwok pod of the cluster logs on
+// stdout, as a container runtime writes it (CRI log format).
+func (c *Cluster) AppendPodLog(line string) error {
+	f, err := os.OpenFile(filepath.Join(c.Dir, KwokPodLogFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("cluster %s: append to the pods' log: %w", c.Name, err)
+	}
+	_, err = fmt.Fprintf(f, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cluster %s: append to the pods' log: %w", c.Name, err)
+	}
+	return nil
 }

@@ -88,10 +88,16 @@ func NodeTaints(vn *ferryv1alpha1.VirtualNode) []corev1.Taint {
 	return taints
 }
 
+// Endpoint is where the Node's kubelet API is reached.
+type Endpoint struct {
+	IP   string
+	Port int32
+}
+
 // BuildNode is the Node standing for vn with the provider's health h;
 // started is when the virtual kubelet started (the pressure conditions'
-// transition time).
-func BuildNode(vn *ferryv1alpha1.VirtualNode, h Health, started time.Time) (*corev1.Node, error) {
+// transition time); ep is its kubelet API.
+func BuildNode(vn *ferryv1alpha1.VirtualNode, h Health, started time.Time, ep Endpoint) (*corev1.Node, error) {
 	annotations, err := NodeAnnotations(vn)
 	if err != nil {
 		return nil, err
@@ -109,6 +115,10 @@ func BuildNode(vn *ferryv1alpha1.VirtualNode, h Health, started time.Time) (*cor
 			Capacity:    vn.Spec.Resources.DeepCopy(),
 			Allocatable: vn.Spec.Resources.DeepCopy(),
 			Conditions:  nodeConditions(h, started),
+			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ep.IP}},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{
+				KubeletEndpoint: corev1.DaemonEndpoint{Port: ep.Port},
+			},
 			NodeInfo: corev1.NodeSystemInfo{
 				KubeletVersion:  KubeletVersion,
 				OperatingSystem: "linux",

@@ -37,7 +37,7 @@ func testVirtualNode() *ferryv1alpha1.VirtualNode {
 func TestBuildNode(t *testing.T) {
 	vn := testVirtualNode()
 	start := time.Unix(1000, 0)
-	n, err := BuildNode(vn, NewHealth(3, start), start)
+	n, err := BuildNode(vn, NewHealth(3, start), start, Endpoint{IP: "127.0.0.1", Port: 10250})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestBuildNode(t *testing.T) {
 	vn.Spec.NodeName, vn.Spec.NodeShapes = "ferry-provider-a", nil
 	h := NewHealth(1, start)
 	h.Observe(errFake, start.Add(time.Second))
-	n, err = BuildNode(vn, h, start)
+	n, err = BuildNode(vn, h, start, Endpoint{IP: "127.0.0.1", Port: 10250})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestNodeReportEqual(t *testing.T) {
 		if mutate != nil {
 			mutate(vn)
 		}
-		n, err := BuildNode(vn, h, start)
+		n, err := BuildNode(vn, h, start, Endpoint{IP: "127.0.0.1", Port: 10250})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 )
 
@@ -43,7 +45,24 @@ type Options struct {
 	// cluster (defaults 200 and 400).
 	ClientQPS   float32
 	ClientBurst int
+
+	// KubeletAddress is where the kubelet API (logs, exec, attach,
+	// port-forward, stats) listens, host:port (default 0.0.0.0:10250; port 0
+	// picks a free one, which the Node advertises).
+	KubeletAddress string
+	// NodeIP is the address the Node advertises for its kubelet API (its
+	// InternalIP); default: KubeletAddress's host, required when that is
+	// unspecified (0.0.0.0, ::).
+	NodeIP string
+	// KubeletTLSCertFile and KubeletTLSKeyFile hold the kubelet API's serving
+	// certificate, reloaded when they change; when empty, one is requested
+	// from the local cluster (signer kubernetes.io/kubelet-serving) and
+	// renewed before it expires.
+	KubeletTLSCertFile, KubeletTLSKeyFile string
 }
+
+// DefaultKubeletAddress is where the kubelet API listens by default.
+const DefaultKubeletAddress = "0.0.0.0:10250"
 
 // withDefaults returns o with its zero tuning fields set to the defaults.
 func (o Options) withDefaults() Options {
@@ -58,6 +77,16 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LeaseDurationSeconds == 0 {
 		o.LeaseDurationSeconds = DefaultLeaseDurationSeconds
+	}
+	if o.KubeletAddress == "" {
+		o.KubeletAddress = DefaultKubeletAddress
+	}
+	if o.NodeIP == "" {
+		if host, _, err := net.SplitHostPort(o.KubeletAddress); err == nil {
+			if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+				o.NodeIP = host
+			}
+		}
 	}
 	return o
 }
@@ -93,6 +122,22 @@ func (o *Options) Validate() error {
 	}
 	if d.LeaseDurationSeconds < minLeaseDurationSeconds {
 		errs = append(errs, fmt.Errorf("--lease-duration-seconds (%d) must be at least %d", d.LeaseDurationSeconds, minLeaseDurationSeconds))
+	}
+	if host, port, err := net.SplitHostPort(d.KubeletAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--kubelet-address %q: must be host:port: %w", d.KubeletAddress, err))
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		errs = append(errs, fmt.Errorf("--kubelet-address %q: port %q must be a number from 0 to 65535", d.KubeletAddress, port))
+	} else if host != "" && net.ParseIP(host) == nil {
+		errs = append(errs, fmt.Errorf("--kubelet-address %q: host %q must be an IP address", d.KubeletAddress, host))
+	}
+	switch ip := net.ParseIP(d.NodeIP); {
+	case d.NodeIP == "":
+		errs = append(errs, fmt.Errorf("--node-ip is required when --kubelet-address (%s) listens on every address", d.KubeletAddress))
+	case ip == nil || ip.IsUnspecified():
+		errs = append(errs, fmt.Errorf("--node-ip %q: must be a unicast IP address", d.NodeIP))
+	}
+	if (d.KubeletTLSCertFile == "") != (d.KubeletTLSKeyFile == "") {
+		errs = append(errs, errors.New("--kubelet-tls-cert-file and --kubelet-tls-key-file go together"))
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,9 @@ import (
 func TestOptionsValidate(t *testing.T) {
 	named := func(o Options) Options {
 		o.VirtualNodeNamespace, o.VirtualNodeName = "ferry-system", "provider-a"
+		if o.NodeIP == "" && o.KubeletAddress == "" {
+			o.NodeIP = "10.1.2.3" // as a Deployment passes the pod's IP
+		}
 		return o
 	}
 	tests := []struct {
@@ -19,7 +22,14 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "defaults", opts: named(Options{})},
 		{name: "explicit", opts: named(Options{HealthCheckPeriod: time.Second, HealthCheckTimeout: time.Second, FailureThreshold: 1, LeaseDurationSeconds: 4})},
 		{name: "short period takes the timeout down with it", opts: named(Options{HealthCheckPeriod: time.Second})},
-		{name: "names required", opts: Options{}, wantErr: []string{"--virtual-node-namespace is required", "--virtual-node-name is required"}},
+		{name: "names required", opts: Options{NodeIP: "10.1.2.3"}, wantErr: []string{"--virtual-node-namespace is required", "--virtual-node-name is required"}},
+		{name: "loopback kubelet API advertises its own address", opts: named(Options{KubeletAddress: "127.0.0.1:0"})},
+		{name: "node IP required on every address", opts: named(Options{KubeletAddress: "0.0.0.0:10250"}), wantErr: []string{"--node-ip is required when --kubelet-address (0.0.0.0:10250)"}},
+		{name: "node IP not an IP", opts: named(Options{NodeIP: "node-a"}), wantErr: []string{`--node-ip "node-a": must be a unicast IP address`}},
+		{name: "kubelet address without port", opts: named(Options{KubeletAddress: "127.0.0.1"}), wantErr: []string{`--kubelet-address "127.0.0.1": must be host:port`}},
+		{name: "kubelet address bad port", opts: named(Options{KubeletAddress: "127.0.0.1:http"}), wantErr: []string{`port "http" must be a number`}},
+		{name: "kubelet address host name", opts: named(Options{KubeletAddress: "localhost:10250", NodeIP: "127.0.0.1"}), wantErr: []string{`host "localhost" must be an IP address`}},
+		{name: "certificate without key", opts: named(Options{KubeletTLSCertFile: "/tls.crt"}), wantErr: []string{"--kubelet-tls-cert-file and --kubelet-tls-key-file go together"}},
 		{
 			name:    "timeout above period",
 			opts:    named(Options{HealthCheckPeriod: 5 * time.Second, HealthCheckTimeout: 10 * time.Second}),

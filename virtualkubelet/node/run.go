@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,9 @@ import (
 	"k8s.io/klog/v2"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/virtualkubelet/kubeletapi"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
+	"github.com/ferry-io/ferry/virtualkubelet/servingcert"
 )
 
 const (
@@ -52,6 +55,10 @@ const (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ferry.io,resources=namespaceoffloadings,verbs=get;list;watch
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups="",namespace=kube-system,resources=configmaps,resourceNames=extension-apiserver-authentication,verbs=get;list;watch
 
 // Run serves the VirtualNode opts names, in the local cluster local: it
 // registers its Node, keeps it alive with a Lease, reports the provider's
@@ -112,7 +119,13 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	r.vn = vn
 	r.health = NewHealth(opts.FailureThreshold, r.started)
 	r.providerReady.Store(true)
-	node, err := BuildNode(vn, r.health, r.started)
+	listener, err := net.Listen("tcp", opts.KubeletAddress)
+	if err != nil {
+		return fmt.Errorf("--kubelet-address: %w", err)
+	}
+	defer listener.Close()
+	r.endpoint = Endpoint{IP: opts.NodeIP, Port: int32(listener.Addr().(*net.TCPAddr).Port)}
+	node, err := BuildNode(vn, r.health, r.started, r.endpoint)
 	if err != nil {
 		return err
 	}
@@ -145,6 +158,17 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	})
 	r.store = store
 
+	certs, err := r.servingCertificate(runCtx, node.Name)
+	if err != nil {
+		return err
+	}
+	api, err := kubeletapi.New(kubeletapi.Config{
+		NodeName: node.Name, ProviderClusterID: vn.Spec.ClusterID,
+		Local: local, Provider: providerCfg, Listener: listener, Certificate: certs.Current,
+	})
+	if err != nil {
+		return err
+	}
 	probes := make(chan error)
 	var wg sync.WaitGroup
 	wg.Go(func() { informer.RunWithContext(runCtx) })
@@ -159,6 +183,11 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 			ProviderReady: r.providerReady.Load,
 		})
 		cancel()
+	})
+	wg.Go(func() {
+		if err := api.Run(vklog.WithLogger(runCtx, vkLogger{l: logger.WithName("kubelet-api")})); err != nil {
+			logger.Error(err, "Kubelet API stopped; logs, exec and port-forward are unavailable on this node")
+		}
 	})
 	// The node controller's status callback blocks while the controller
 	// writes, and forever once it has stopped with an update queued; so the
@@ -180,6 +209,15 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	r.reportStopped(ctx)
 	logger.Info("Virtual kubelet stopped", "node", node.Name)
 	return nil
+}
+
+// servingCertificate is the kubelet API's certificate: from the files the
+// options name, or requested of the local cluster for the node's address.
+func (r *runner) servingCertificate(ctx context.Context, nodeName string) (servingcert.Source, error) {
+	if r.opts.KubeletTLSCertFile != "" {
+		return servingcert.Files(ctx, r.opts.KubeletTLSCertFile, r.opts.KubeletTLSKeyFile, time.Minute)
+	}
+	return servingcert.Request(ctx, r.kube, nodeName, []net.IP{net.ParseIP(r.endpoint.IP)}, nil)
 }
 
 // newVirtualNodeClient is a REST client of ferry.io/v1alpha1 in the local
@@ -227,6 +265,7 @@ type runner struct {
 	// providerReady mirrors health.Ready for the pod offloading.
 	providerReady atomic.Bool
 	pushed        *corev1.Node // the last report handed to the node controller
+	endpoint      Endpoint     // the kubelet API's, set before the loop starts
 	nodeReady     bool         // the node controller registered the Node
 	taintsSynced  bool
 	taintsApplied []corev1.Taint // ferry's taints as last applied to the Node
@@ -408,7 +447,7 @@ func (r *runner) refreshVirtualNode(logger klog.Logger, synced bool) {
 // health, writing only what changed.
 func (r *runner) sync(ctx context.Context) error {
 	vn := r.vn
-	node, err := BuildNode(vn, r.health, r.started)
+	node, err := BuildNode(vn, r.health, r.started, r.endpoint)
 	if err != nil {
 		return err
 	}

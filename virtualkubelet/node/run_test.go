@@ -200,7 +200,7 @@ func TestRun(t *testing.T) {
 	t.Cleanup(func() { wrapProviderTransport = nil })
 
 	opts := Options{
-		VirtualNodeNamespace: ns, VirtualNodeName: vn.Name,
+		VirtualNodeNamespace: ns, VirtualNodeName: vn.Name, KubeletAddress: "127.0.0.1:0",
 		HealthCheckPeriod: 500 * time.Millisecond, HealthCheckTimeout: 400 * time.Millisecond, FailureThreshold: 3,
 	}
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))
@@ -415,7 +415,7 @@ func TestRunFailsClearly(t *testing.T) {
 		t.Fatalf("apply %s: %v\n%s", base, err, out)
 	}
 	ns := ferryv1alpha1.SystemNamespace
-	opts := Options{VirtualNodeNamespace: ns, VirtualNodeName: "p"}
+	opts := Options{VirtualNodeNamespace: ns, VirtualNodeName: "p", KubeletAddress: "127.0.0.1:0"}
 
 	eventually(t, 30*time.Second, "missing virtual node reported", func(ctx context.Context) error {
 		err := Run(ctx, c.Config, opts)

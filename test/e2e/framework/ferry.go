@@ -77,6 +77,9 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 		f.VirtualKubeletStarts.Add(1)
 		o := opts.Health
 		o.VirtualNodeNamespace, o.VirtualNodeName = vn.Namespace, vn.Name
+		if o.KubeletAddress == "" {
+			o.KubeletAddress = "127.0.0.1:0" // several virtual kubelets, one host
+		}
 		return vknode.Run(ctx, cfg, o)
 	}}
 	var launcher peering.VirtualKubeletLauncher = funcs
@@ -86,6 +89,7 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 			ExtraArgs: []string{
 				"--health-check-period=" + h.HealthCheckPeriod.String(), "--health-check-timeout=" + h.HealthCheckTimeout.String(),
 				fmt.Sprintf("--health-check-failure-threshold=%d", h.FailureThreshold), "-v=2",
+				"--kubelet-address=127.0.0.1:0",
 			}}
 		launcher = f.Processes
 	}
