@@ -23,6 +23,15 @@ build: ## Compile every package and the binaries under cmd/ into bin/ (with bin/
 	mkdir -p bin && $(GO) build -o bin/ ./cmd/...
 	ln -sf ferryctl bin/kubectl-ferry
 
+.PHONY: demo
+demo: testbed build ## Two local clusters, peered, namespace demo offloaded, a sample app running remotely; left running.
+	$(GO) build -o bin/ferry-demo ./test/cmd/demo
+	bin/ferry-demo up
+
+.PHONY: demo-down
+demo-down: ## Stop what make demo started (only its own processes).
+	@if [ -x bin/ferry-demo ]; then bin/ferry-demo down; else $(GO) run ./test/cmd/demo down; fi
+
 .PHONY: testbed
 testbed: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok into the cache (no-op when present).
 	$(GO) run ./test/cmd/testbed

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -69,7 +70,11 @@ func run(f flags) error {
 	cfg.QPS, cfg.Burst = f.qps, f.burst
 	switch f.vkMode {
 	case "process":
-		f.opts.Launcher = &peering.ProcessLauncher{Binary: f.vkBinary, Kubeconfig: f.kubeconfig, LogDir: f.vkLogDir, ExtraArgs: f.vkArgs}
+		l := &peering.ProcessLauncher{Binary: f.vkBinary, Kubeconfig: f.kubeconfig, LogDir: f.vkLogDir, ExtraArgs: f.vkArgs}
+		// On the way out, the virtual kubelets stop with a SIGTERM (they would
+		// otherwise die with this process, killed).
+		defer l.StopAll(context.Background())
+		f.opts.Launcher = l
 	case "deployment":
 		if f.vkImage == "" {
 			return fmt.Errorf("--virtual-kubelet-image is required with --virtual-kubelet-mode=deployment")

@@ -46,6 +46,9 @@ func main() {
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
 	_ = fs.Parse(os.Args[1:])
+	if !fs.Changed("health-check-timeout") {
+		opts.HealthCheckTimeout = 0 // the default, at most --health-check-period
+	}
 
 	if err := run(kubeconfig, opts); err != nil {
 		klog.Flush()

@@ -1,0 +1,213 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ferry-io/ferry/test/testbed"
+	"github.com/ferry-io/ferry/test/testbed/binaries"
+)
+
+// daemonCommand is the daemon's first argument, by which `down` recognizes
+// its process.
+const daemonCommand = "daemon"
+
+// Config locates the demo's inputs and state.
+type Config struct {
+	// StateDir holds the daemon's PID, logs and kubeconfigs.
+	StateDir string
+	// BinDir holds ferry's binaries (make build).
+	BinDir string
+	// RepoRoot holds manifests/.
+	RepoRoot string
+}
+
+// component is a ferry process the daemon runs for a cluster.
+type component struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// RunDaemon starts the clusters and ferry's controller managers, reports
+// them ready, and stops everything on SIGTERM or SIGINT.
+func RunDaemon(cfg Config) (err error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, pidFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.WriteFile(filepath.Join(cfg.StateDir, errorFile), []byte(err.Error()), 0o600)
+		}
+		_ = os.Remove(filepath.Join(cfg.StateDir, readyFile))
+		_ = os.Remove(filepath.Join(cfg.StateDir, pidFile))
+	}()
+	logs := filepath.Join(cfg.StateDir, logsFolder)
+	if err := os.MkdirAll(logs, 0o700); err != nil {
+		return err
+	}
+
+	progress("starting the consumer cluster (3 nodes) and the provider cluster (5 nodes)")
+	clusters, err := testbed.StartClusters(ctx,
+		testbed.Options{Name: "consumer", ControllerManager: true, Scheduler: true,
+			Nodes: []testbed.NodePool{{Name: "consumer-node", Count: 3, CPU: "4", Memory: "16Gi"}}},
+		testbed.Options{Name: "provider", ControllerManager: true, Scheduler: true,
+			Nodes: []testbed.NodePool{{Name: "provider-node", Count: 5, CPU: "16", Memory: "64Gi",
+				Labels: map[string]string{"topology.kubernetes.io/region": "eu-west"}}}},
+	)
+	if err != nil {
+		return fmt.Errorf("start clusters: %w", err)
+	}
+	defer func() {
+		progress("stopping the clusters")
+		for _, c := range clusters {
+			_ = c.Stop()
+		}
+	}()
+	consumer, provider := clusters[0], clusters[1]
+
+	progress("installing ferry's CRDs and roles in both clusters")
+	for _, c := range clusters {
+		if err := c.ApplyKustomization(ctx, filepath.Join(cfg.RepoRoot, "manifests", "base")); err != nil {
+			return err
+		}
+	}
+
+	progress("starting ferry-controller-manager for each cluster (virtual kubelets as local processes)")
+	var comps []*component
+	defer func() {
+		for _, c := range comps {
+			c.stop()
+		}
+	}()
+	for _, c := range clusters {
+		comp, err := startControllerManager(cfg, c, logs)
+		if err != nil {
+			return err
+		}
+		comps = append(comps, comp)
+	}
+
+	kubectl, err := binaries.Path("kubectl")
+	if err != nil {
+		return err
+	}
+	ready := Ready{PID: os.Getpid(), ConsumerDir: consumer.Dir, ProviderDir: provider.Dir, Kubectl: kubectl,
+		ConsumerKubeconfig: filepath.Join(cfg.StateDir, "consumer.kubeconfig"),
+		ProviderKubeconfig: filepath.Join(cfg.StateDir, "provider.kubeconfig")}
+	if err := copyFile(consumer.KubeconfigPath, ready.ConsumerKubeconfig); err != nil {
+		return err
+	}
+	if err := copyFile(provider.KubeconfigPath, ready.ProviderKubeconfig); err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(cfg.StateDir, readyFile), ready); err != nil {
+		return err
+	}
+	progress("ready")
+
+	ticker := time.NewTicker(2 * time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			progress("stopping (signal received)")
+			return nil
+		case <-ticker.C:
+			for _, c := range comps {
+				select {
+				case <-c.done:
+					return fmt.Errorf("%s exited; see %s", c.name, filepath.Join(logs, c.name+".log"))
+				default:
+				}
+			}
+		}
+	}
+}
+
+func startControllerManager(cfg Config, c *testbed.Cluster, logs string) (*component, error) {
+	name := c.Name + "-controller-manager"
+	logFile, err := os.OpenFile(filepath.Join(logs, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(cfg.BinDir, "ferry-controller-manager"),
+		"--kubeconfig="+c.KubeconfigPath,
+		"--cluster-id="+c.Name,
+		"--virtual-kubelet-mode=process",
+		"--virtual-kubelet-binary="+filepath.Join(cfg.BinDir, "ferry-virtual-kubelet"),
+		"--virtual-kubelet-log-dir="+logs,
+		"--virtual-kubelet-arg=--kubelet-address=127.0.0.1:0",
+		"--virtual-kubelet-arg=--health-check-period=2s",
+		"--leader-elect=false",
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--grant-debounce=500ms",
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group (a Ctrl-C reaches the daemon, which stops it in
+	// order), and it dies with the daemon.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	comp := &component{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		close(comp.done)
+	}()
+	return comp, nil
+}
+
+// stop ends the component (and, with it, its virtual kubelets), by PID.
+func (c *component) stop() {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return errors.Join(out.Close())
+}
+
+// progress is a line of the daemon's log that `up` shows the user.
+func progress(msg string) {
+	fmt.Printf("%s %s\n", progressPrefix, msg)
+}
+
+const progressPrefix = "demo:"

@@ -1,0 +1,362 @@
+package demo
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/controllers/peering"
+)
+
+// Namespace is the namespace the demo offloads.
+const Namespace = "demo"
+
+// startTimeout bounds the daemon's start (clusters, components).
+const startTimeout = 5 * time.Minute
+
+// Up stops a demo still running from dir (or cleans up after a crashed
+// one), starts a new daemon, and shows ferry at work, writing to out.
+func Up(ctx context.Context, cfg Config, out io.Writer) error {
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state folder: %w", err)
+	}
+	if _, running := daemonPID(cfg.StateDir); running {
+		fmt.Fprintln(out, "==> stopping the previous demo")
+		if err := Down(cfg, io.Discard); err != nil {
+			return err
+		}
+	}
+	clearState(cfg.StateDir)
+
+	fmt.Fprintln(out, "==> starting two local clusters and ferry (logs in "+filepath.Join(cfg.StateDir, daemonLog)+")")
+	if err := startDaemon(cfg); err != nil {
+		return err
+	}
+	if err := showcase(ctx, cfg, out); err != nil {
+		return fmt.Errorf("%w\n(what runs is left for inspection, logs in %s; make demo-down stops it)", err, cfg.StateDir)
+	}
+	return nil
+}
+
+// showcase waits for the daemon, then peers, offloads, deploys and shows.
+func showcase(ctx context.Context, cfg Config, out io.Writer) error {
+	ready, err := waitReady(ctx, cfg.StateDir, out)
+	if err != nil {
+		return err
+	}
+	consumer, err := newClients(ready.ConsumerKubeconfig)
+	if err != nil {
+		return err
+	}
+
+	ferryctl := filepath.Join(cfg.BinDir, "ferryctl")
+	fmt.Fprintln(out, "==> peering: the provider becomes a virtual node of the consumer")
+	if err := run(ctx, out, ferryctl, "peer", "--consumer-kubeconfig", ready.ConsumerKubeconfig,
+		"--provider-kubeconfig", ready.ProviderKubeconfig, "--timeout", "2m"); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "==> offloading namespace %s\n", Namespace)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	if err := consumer.ctrl.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", Namespace, err)
+	}
+	if err := run(ctx, out, ferryctl, "offload", "namespace", Namespace, "--kubeconfig", ready.ConsumerKubeconfig,
+		"--pod-offloading-strategy", "LocalAndRemote", "--wait", "--timeout", "2m"); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(out, "==> deploying the sample app: web (3 pods, stays local) and api (4 pods, tolerates the virtual node)")
+	for _, d := range sampleApp() {
+		if err := consumer.ctrl.Create(ctx, d); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create Deployment %s: %w", d.Name, err)
+		}
+	}
+	pods, err := waitRunning(ctx, consumer, 7)
+	if err != nil {
+		return err
+	}
+	provider, err := newClients(ready.ProviderKubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := printPods(ctx, out, pods, provider); err != nil {
+		return err
+	}
+
+	for _, p := range pods {
+		if !isVirtual(p.Spec.NodeName) {
+			continue
+		}
+		fmt.Fprintf(out, "\n==> kubectl logs -n %s %s   (served by the virtual kubelet from the provider)\n", Namespace, p.Name)
+		// The virtual kubelet serves once its certificate is signed, a few
+		// seconds after it started.
+		var logs []byte
+		deadline := time.Now().Add(time.Minute)
+		for {
+			logs, err = consumer.kube.CoreV1().Pods(Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("logs of %s: %w", p.Name, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+		fmt.Fprint(out, indent(string(logs)))
+		break
+	}
+
+	fmt.Fprintf(out, `
+==> the clusters keep running; explore them with kubectl:
+    export KUBECONFIG=%[1]s   # the consumer (%[3]s: the provider)
+    alias kubectl=%[2]s
+    kubectl get nodes                       # the provider is the virtual node ferry-provider
+    kubectl get pods -n %[4]s -o wide         # api-* run on ferry-provider
+    kubectl get namespaceoffloading -n %[4]s
+    kubectl logs -n %[4]s <api pod> ; kubectl exec -n %[4]s <api pod> -- date
+    kubectl --kubeconfig %[3]s get shadowpods,pods -A -l ferry.io/origin-cluster=consumer
+   make demo-down stops everything.
+`, ready.ConsumerKubeconfig, ready.Kubectl, ready.ProviderKubeconfig, Namespace)
+	return nil
+}
+
+// startDaemon runs this program's daemon detached from the terminal and
+// from make, in a session of its own, so the clusters outlive `make demo`.
+func startDaemon(cfg Config) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(filepath.Join(cfg.StateDir, daemonLog), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(self, daemonCommand, "--state-dir", cfg.StateDir, "--bin-dir", cfg.BinDir, "--repo-root", cfg.RepoRoot)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the demo daemon: %w", err)
+	}
+	return cmd.Process.Release()
+}
+
+// waitReady follows the daemon's progress until it is ready or fails.
+func waitReady(ctx context.Context, dir string, out io.Writer) (*Ready, error) {
+	deadline := time.Now().Add(startTimeout)
+	shown := 0
+	for {
+		shown = showProgress(filepath.Join(dir, daemonLog), shown, out)
+		if r, err := readReady(dir); err == nil {
+			return r, nil
+		}
+		if msg, err := os.ReadFile(filepath.Join(dir, errorFile)); err == nil {
+			return nil, fmt.Errorf("the demo could not start: %s (see %s)", msg, filepath.Join(dir, daemonLog))
+		}
+		if _, running := daemonPID(dir); !running && time.Since(deadline.Add(-startTimeout)) > 5*time.Second {
+			return nil, fmt.Errorf("the demo daemon stopped; see %s", filepath.Join(dir, daemonLog))
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the demo did not start within %s; see %s", startTimeout, filepath.Join(dir, daemonLog))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// showProgress prints the daemon's progress lines after the first `shown`
+// and returns how many there are.
+func showProgress(path string, shown int, out io.Writer) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return shown
+	}
+	defer f.Close()
+	n := 0
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		msg, ok := strings.CutPrefix(s.Text(), progressPrefix+" ")
+		if !ok {
+			continue
+		}
+		n++
+		if n > shown && msg != "ready" {
+			fmt.Fprintln(out, "    "+msg)
+		}
+	}
+	return n
+}
+
+type clients struct {
+	kube kubernetes.Interface
+	ctrl client.Client
+}
+
+func newClients(kubeconfig string) (*clients, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kubeconfig, err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: peering.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	return &clients{kube: kube, ctrl: c}, nil
+}
+
+func run(ctx context.Context, out io.Writer, bin string, args ...string) error {
+	fmt.Fprintf(out, "    $ %s %s\n", filepath.Base(bin), strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, bin, args...)
+	output, err := cmd.CombinedOutput()
+	fmt.Fprint(out, indent(string(output)))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", filepath.Base(bin), args[0], err)
+	}
+	return nil
+}
+
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return ""
+	}
+	return "      " + strings.ReplaceAll(s, "\n", "\n      ") + "\n"
+}
+
+func sampleApp() []*appsv1.Deployment {
+	deployment := func(name string, replicas int32, remote bool) *appsv1.Deployment {
+		labels := map[string]string{"app": name}
+		spec := corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "registry.example/" + name + ":v1",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}}}
+		if remote {
+			// Until ferry's webhook adds them from the namespace's policy.
+			spec.Tolerations = []corev1.Toleration{{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists}}
+			spec.NodeSelector = map[string]string{ferryv1alpha1.LabelNodeType: ferryv1alpha1.NodeTypeVirtual}
+		}
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace},
+			Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}},
+		}
+	}
+	return []*appsv1.Deployment{deployment("web", 3, false), deployment("api", 4, true)}
+}
+
+func waitRunning(ctx context.Context, c *clients, want int) ([]corev1.Pod, error) {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var list corev1.PodList
+		if err := c.ctrl.List(ctx, &list, client.InNamespace(Namespace)); err != nil {
+			return nil, err
+		}
+		running := 0
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		if running >= want {
+			return list.Items, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("only %d of %d pods of namespace %s are Running after 3m", running, want, Namespace)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func isVirtual(node string) bool { return strings.HasPrefix(node, "ferry-") }
+
+// printPods shows each pod's node and, for offloaded ones, the pod that
+// runs it in the provider.
+func printPods(ctx context.Context, out io.Writer, pods []corev1.Pod, provider *clients) error {
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	var remote corev1.PodList
+	if err := provider.ctrl.List(ctx, &remote, client.MatchingLabels{ferryv1alpha1.LabelOriginNamespace: Namespace}); err != nil {
+		return err
+	}
+	byUID := map[string]corev1.Pod{}
+	for _, r := range remote.Items {
+		byUID[r.Labels[ferryv1alpha1.LabelOriginUID]] = r
+	}
+	fmt.Fprintf(out, "\n==> pods of namespace %s, as the consumer sees them\n", Namespace)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "    POD\tSTATUS\tNODE\tRUNS IN")
+	for _, p := range pods {
+		where := "this cluster"
+		if isVirtual(p.Spec.NodeName) {
+			where = "provider (not there yet)"
+			if r, ok := byUID[string(p.UID)]; ok {
+				where = fmt.Sprintf("provider: %s/%s on %s", r.Namespace, r.Name, r.Spec.NodeName)
+			}
+		}
+		fmt.Fprintf(w, "    %s\t%s\t%s\t%s\n", p.Name, p.Status.Phase, p.Spec.NodeName, where)
+	}
+	return w.Flush()
+}
+
+// Down stops the demo whose state is in dir: its daemon ends the
+// components and clusters it started. Only that process is signalled.
+func Down(cfg Config, out io.Writer) error {
+	pid, running := daemonPID(cfg.StateDir)
+	if !running {
+		clearState(cfg.StateDir)
+		fmt.Fprintln(out, "no demo is running")
+		return nil
+	}
+	fmt.Fprintf(out, "stopping the demo (daemon PID %d)\n", pid)
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal the demo daemon %d: %w", pid, err)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, running := daemonPID(cfg.StateDir); !running {
+			clearState(cfg.StateDir)
+			fmt.Fprintln(out, "the demo is stopped")
+			return nil
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	// Its clusters and components die with it (parent-death signal).
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	clearState(cfg.StateDir)
+	fmt.Fprintln(out, "the demo did not stop within 90s and was killed")
+	return nil
+}
