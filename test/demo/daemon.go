@@ -13,6 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/test/testbed"
 	"github.com/ferry-io/ferry/test/testbed/binaries"
 )
@@ -97,6 +101,12 @@ func RunDaemon(cfg Config) (err error) {
 			return err
 		}
 		comps = append(comps, comp)
+	}
+
+	for i, c := range clusters {
+		if err := waitForIdentity(ctx, c, comps[i]); err != nil {
+			return err
+		}
 	}
 
 	kubectl, err := binaries.Path("kubectl")
@@ -185,6 +195,29 @@ func (c *component) stop() {
 	case <-time.After(10 * time.Second):
 		_ = c.cmd.Process.Kill()
 		<-c.done
+	}
+}
+
+// waitForIdentity waits until the cluster's controller manager has recorded
+// the cluster's identity, which ferryctl peer needs.
+func waitForIdentity(ctx context.Context, c *testbed.Cluster, comp *component) error {
+	key := client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: ferryv1alpha1.ClusterIdentityConfigMap}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var cm corev1.ConfigMap
+		if err := c.Client.Get(ctx, key, &cm); err == nil {
+			return nil
+		}
+		select {
+		case <-comp.done:
+			return fmt.Errorf("%s exited", comp.name)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not record the cluster identity (%s) within a minute", comp.name, key)
+		}
 	}
 }
 

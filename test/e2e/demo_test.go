@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/ferry-io/ferry/test/e2e/framework"
+)
+
+// The README's first command: make demo runs bin/ferry-demo up after
+// building; this runs the same binary the same way, twice (the second run
+// replaces the first), then down, so the playground cannot rot.
+var _ = Describe("The demo", Label("demo"), func() {
+	It("peers two clusters, offloads namespace demo, shows pods on the virtual node and logs; twice in a row, then stops everything", func(ctx context.Context) {
+		bin, err := os.MkdirTemp("", "ferry-demo-bin-")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(os.RemoveAll, bin)
+		state, err := os.MkdirTemp("", "ferry-demo-state-")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(os.RemoveAll, state)
+		for _, pkg := range []string{"./cmd/...", "./test/cmd/demo"} {
+			build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", pkg)
+			build.Dir = framework.RepoRoot()
+			out, err := build.CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), "go build %s:\n%s", pkg, out)
+		}
+		demoCmd := func(ctx context.Context, args ...string) *exec.Cmd {
+			args = append(args, "--state-dir", state, "--bin-dir", bin, "--repo-root", framework.RepoRoot())
+			return exec.CommandContext(ctx, filepath.Join(bin, "demo"), args...)
+		}
+		DeferCleanup(func() {
+			// Also on failure: the daemon and all it started stop.
+			out, _ := demoCmd(context.Background(), "down").CombinedOutput()
+			GinkgoWriter.Printf("demo down:\n%s", out)
+		})
+
+		remote := regexp.MustCompile(`(?m)^\s+api-\S+\s+Running\s+ferry-provider\s+provider: demo-consumer/api-`)
+		local := regexp.MustCompile(`(?m)^\s+web-\S+\s+Running\s+consumer-node-\d\s+this cluster`)
+		for run := 1; run <= 2; run++ {
+			By(fmt.Sprintf("make demo, run %d", run))
+			upCtx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+			out, err := demoCmd(upCtx, "up").CombinedOutput()
+			cancel()
+			Expect(err).NotTo(HaveOccurred(), "demo up:\n%s", out)
+			Expect(remote.FindAll(out, -1)).To(HaveLen(4), "demo up:\n%s", out)
+			Expect(local.FindAll(out, -1)).To(HaveLen(3), "demo up:\n%s", out)
+			Expect(string(out)).To(ContainSubstring("kwok pod started"))
+			Expect(string(out)).To(ContainSubstring(filepath.Join(state, "consumer.kubeconfig")))
+		}
+
+		By("make demo-down")
+		out, err := demoCmd(ctx, "down").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "demo down:\n%s", out)
+		Expect(string(out)).To(ContainSubstring("the demo is stopped"))
+		_, err = os.Stat(filepath.Join(state, "daemon.pid"))
+		Expect(os.IsNotExist(err)).To(BeTrue(), "the daemon's PID file outlived it")
+		out, err = demoCmd(ctx, "down").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(out)).To(ContainSubstring("no demo is running"))
+	})
+})
