@@ -135,6 +135,9 @@ func (l *ProcessLauncher) Ensure(ctx context.Context, vn types.NamespacedName) e
 		"--kubeconfig=" + l.Kubeconfig,
 		"--virtual-node-namespace=" + vn.Namespace,
 		"--virtual-node-name=" + vn.Name,
+		// Processes share the host: each kubelet API on a free loopback
+		// port, which its node advertises (ExtraArgs may say otherwise).
+		"--kubelet-address=127.0.0.1:0",
 	}, l.ExtraArgs...)
 	cmd := exec.Command(l.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

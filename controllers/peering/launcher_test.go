@@ -46,7 +46,7 @@ func TestProcessLauncherRunsOneProcessPerVirtualNode(t *testing.T) {
 	}); err != nil {
 		t.Fatal("the virtual kubelet process did not start")
 	}
-	want := "--kubeconfig=/etc/consumer.kubeconfig --virtual-node-namespace=ferry-system --virtual-node-name=ferry-provider --health-check-period=5s\n"
+	want := "--kubeconfig=/etc/consumer.kubeconfig --virtual-node-namespace=ferry-system --virtual-node-name=ferry-provider --kubelet-address=127.0.0.1:0 --health-check-period=5s\n"
 	if args != want {
 		t.Fatalf("started with %q, want exactly one start with %q", args, want)
 	}

@@ -158,7 +158,6 @@ func startControllerManager(cfg Config, c *testbed.Cluster, logs string) (*compo
 		"--virtual-kubelet-mode=process",
 		"--virtual-kubelet-binary="+filepath.Join(cfg.BinDir, "ferry-virtual-kubelet"),
 		"--virtual-kubelet-log-dir="+logs,
-		"--virtual-kubelet-arg=--kubelet-address=127.0.0.1:0",
 		"--virtual-kubelet-arg=--health-check-period=2s",
 		"--leader-elect=false",
 		"--metrics-bind-address=0",

@@ -89,7 +89,6 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 			ExtraArgs: []string{
 				"--health-check-period=" + h.HealthCheckPeriod.String(), "--health-check-timeout=" + h.HealthCheckTimeout.String(),
 				fmt.Sprintf("--health-check-failure-threshold=%d", h.FailureThreshold), "-v=2",
-				"--kubelet-address=127.0.0.1:0",
 			}}
 		launcher = f.Processes
 	}

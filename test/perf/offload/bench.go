@@ -100,14 +100,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 	defer removeBinary()
 
 	say("starting ferry in both clusters and peering them with ferryctl")
-	kubelets := &peering.ProcessLauncher{Binary: vkBinary, Kubeconfig: consumer.KubeconfigPath, LogDir: consumer.Dir, ExtraArgs: []string{"--kubelet-address=127.0.0.1:0"}}
+	kubelets := &peering.ProcessLauncher{Binary: vkBinary, Kubeconfig: consumer.KubeconfigPath, LogDir: consumer.Dir}
 	for _, f := range []struct {
 		c        *testbed.Cluster
 		id       ferryv1alpha1.ClusterID
 		launcher *peering.ProcessLauncher
 	}{
 		{consumer, consumerID, kubelets},
-		{provider, providerID, &peering.ProcessLauncher{Binary: vkBinary, Kubeconfig: provider.KubeconfigPath, LogDir: provider.Dir, ExtraArgs: []string{"--kubelet-address=127.0.0.1:0"}}},
+		{provider, providerID, &peering.ProcessLauncher{Binary: vkBinary, Kubeconfig: provider.KubeconfigPath, LogDir: provider.Dir}},
 	} {
 		stop, err := startFerry(ctx, f.c, f.id, f.launcher)
 		if err != nil {
