@@ -63,7 +63,9 @@ const (
 // Run serves the VirtualNode opts names, in the local cluster local: it
 // registers its Node, keeps it alive with a Lease, reports the provider's
 // health and the VirtualNode's changes on it, keeps the VirtualNode's
-// status, and offloads the pods bound to the Node to the provider. It blocks until ctx is done and then returns nil, leaving the Node
+// status, offloads the pods bound to the Node to the provider, and serves
+// the kubelet API (logs, exec, attach, port-forward, stats) for them. It
+// blocks until ctx is done and then returns nil, leaving the Node
 // in place (whoever owns the VirtualNode deletes it); it returns an error when
 // it cannot start (invalid options, a missing VirtualNode or credentials
 // Secret) or the Node cannot be registered.
