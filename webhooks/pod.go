@@ -1,0 +1,114 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+// AnnotationAppliedPolicy records, on a pod, what the pod webhook did:
+// the strategy it placed the pod by and the changes it made.
+const AnnotationAppliedPolicy = "ferry.io/applied-offloading-policy"
+
+// virtualNodeToleration lets a pod onto ferry's virtual nodes.
+var virtualNodeToleration = corev1.Toleration{
+	Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute,
+}
+
+// PodMutator applies a namespace's offloading policy to its new pods: the
+// virtual-node toleration when they may run remotely, and required node
+// affinity restricting them to the nodes the policy allows, merged with
+// their own.
+type PodMutator struct {
+	// Reader reads NamespaceOffloadings.
+	Reader  client.Reader
+	Decoder admission.Decoder
+}
+
+// Handle implements admission.Handler.
+func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	pod := &corev1.Pod{}
+	if err := m.Decoder.Decode(req, pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	var nso ferryv1alpha1.NamespaceOffloading
+	key := types.NamespacedName{Namespace: req.Namespace, Name: ferryv1alpha1.NamespaceOffloadingName}
+	if err := m.Reader.Get(ctx, key, &nso); apierrors.IsNotFound(err) {
+		return admission.Allowed("namespace not offloaded")
+	} else if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("read NamespaceOffloading %s: %w", key, err))
+	}
+	if nso.DeletionTimestamp != nil {
+		return admission.Allowed("namespace being unoffloaded")
+	}
+	strategy, ferr := PodStrategy(nso.Spec.PodOffloadingStrategy, pod.Annotations)
+	if ferr != nil {
+		return admission.Denied(ferr.Error())
+	}
+	mutated := pod.DeepCopy()
+	Apply(mutated, strategy, nso.Spec.ClusterSelector)
+	raw, err := json.Marshal(mutated)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+// Apply places pod by strategy and clusterSelector (idempotent: applying it
+// again changes nothing) and records what it did in AnnotationAppliedPolicy.
+func Apply(pod *corev1.Pod, strategy ferryv1alpha1.PodOffloadingStrategy, clusterSelector *corev1.NodeSelector) {
+	var did []string
+	if strategy != ferryv1alpha1.PodOffloadingLocal && !tolerates(pod.Spec.Tolerations) {
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, virtualNodeToleration)
+		did = append(did, "toleration")
+	}
+	if pod.Spec.Affinity == nil {
+		pod.Spec.Affinity = &corev1.Affinity{}
+	}
+	if pod.Spec.Affinity.NodeAffinity == nil {
+		pod.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := pod.Spec.Affinity.NodeAffinity
+	merged := MergeRequired(na.RequiredDuringSchedulingIgnoredDuringExecution, PolicyTerms(strategy, clusterSelector))
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || fmt.Sprint(merged) != fmt.Sprint(na.RequiredDuringSchedulingIgnoredDuringExecution) {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = merged
+		did = append(did, "nodeAffinity")
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	record := "strategy=" + string(strategy)
+	if prev, ok := pod.Annotations[AnnotationAppliedPolicy]; ok && len(did) == 0 {
+		record = prev // reinvoked: nothing new done
+	} else if len(did) > 0 {
+		record += "; added " + strings.Join(did, ", ")
+	}
+	pod.Annotations[AnnotationAppliedPolicy] = record
+}
+
+// tolerates says whether tolerations already admit the virtual-node taint.
+func tolerates(tolerations []corev1.Toleration) bool {
+	for _, t := range tolerations {
+		if t.Effect != "" && t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if t.Key != "" && t.Key != ferryv1alpha1.TaintVirtualNode {
+			continue
+		}
+		// The taint has no value: Exists, or Equal to "".
+		if t.Operator == corev1.TolerationOpExists || (t.Key != "" && t.Value == "") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,103 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+func TestApplyIsIdempotentAndRecordsWhatItDid(t *testing.T) {
+	eu := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{req("region", corev1.NodeSelectorOpIn, "eu")}}}}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{req("disk", corev1.NodeSelectorOpIn, "ssd")}}}}}}}}
+	Apply(pod, ferryv1alpha1.PodOffloadingRemote, eu)
+	if got := pod.Annotations[AnnotationAppliedPolicy]; got != "strategy=Remote; added toleration, nodeAffinity" {
+		t.Errorf("recorded %q", got)
+	}
+	if len(pod.Spec.Tolerations) != 1 || !tolerates(pod.Spec.Tolerations) {
+		t.Errorf("tolerations %v", pod.Spec.Tolerations)
+	}
+	sel := pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	for _, n := range testNodes {
+		want := n.Name == "virtual-eu" // the user's ssd and the policy's eu virtual nodes
+		if got := matches(t, sel, n); got != want {
+			t.Errorf("node %s admitted %v, want %v", n.Name, got, want)
+		}
+	}
+	before, _ := json.Marshal(pod)
+	Apply(pod, ferryv1alpha1.PodOffloadingRemote, eu)
+	after, _ := json.Marshal(pod)
+	if string(before) != string(after) {
+		t.Errorf("applying twice changed the pod:\n%s\n%s", before, after)
+	}
+
+	local := &corev1.Pod{}
+	Apply(local, ferryv1alpha1.PodOffloadingLocal, nil)
+	if len(local.Spec.Tolerations) != 0 {
+		t.Error("a Local pod got the virtual-node toleration")
+	}
+	for _, n := range testNodes {
+		if got, want := matches(t, local.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution, n), !strings.HasPrefix(n.Name, "virtual"); got != want {
+			t.Errorf("Local: node %s admitted %v", n.Name, got)
+		}
+	}
+}
+
+func TestTolerates(t *testing.T) {
+	for _, tt := range []struct {
+		tol  corev1.Toleration
+		want bool
+	}{
+		{corev1.Toleration{Operator: corev1.TolerationOpExists}, true},
+		{corev1.Toleration{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists}, true},
+		{corev1.Toleration{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpEqual, Effect: corev1.TaintEffectNoExecute}, true},
+		{corev1.Toleration{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpEqual, Value: "x"}, false},
+		{corev1.Toleration{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}, false},
+		{corev1.Toleration{Key: "other", Operator: corev1.TolerationOpExists}, false},
+	} {
+		if got := tolerates([]corev1.Toleration{tt.tol}); got != tt.want {
+			t.Errorf("%+v: tolerates = %v, want %v", tt.tol, got, tt.want)
+		}
+	}
+}
+
+func TestPodMutatorHandle(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = ferryv1alpha1.AddToScheme(scheme)
+	nso := &ferryv1alpha1.NamespaceOffloading{ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: "shop"},
+		Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingLocal}}
+	m := &PodMutator{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(nso).Build(), Decoder: admission.NewDecoder(scheme)}
+	request := func(ns string, pod *corev1.Pod) admission.Request {
+		raw, _ := json.Marshal(pod)
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: ns, Operation: admissionv1.Create,
+			Object: runtime.RawExtension{Raw: raw}}}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web"}}}}
+
+	resp := m.Handle(context.Background(), request("shop", pod))
+	if !resp.Allowed || len(resp.Patches) == 0 {
+		t.Fatalf("offloaded namespace: allowed %v with %d patches, want a patched pod: %v", resp.Allowed, len(resp.Patches), resp.Result)
+	}
+	if resp := m.Handle(context.Background(), request("other", pod)); !resp.Allowed || len(resp.Patches) != 0 {
+		t.Errorf("namespace not offloaded: allowed %v with %d patches, want untouched", resp.Allowed, len(resp.Patches))
+	}
+	widening := pod.DeepCopy()
+	widening.Annotations = map[string]string{AnnotationPodOffloadingStrategy: "Remote"}
+	resp = m.Handle(context.Background(), request("shop", widening))
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "metadata.annotations[ferry.io/pod-offloading-strategy]") {
+		t.Errorf("a pod widening a Local namespace: allowed %v, %q", resp.Allowed, resp.Result.Message)
+	}
+}
