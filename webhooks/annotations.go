@@ -100,7 +100,7 @@ func ValidateAnnotations(kind string, annotations map[string]string, namespaceSt
 	sort.Strings(keys)
 	known := userAnnotations[kind]
 	for _, k := range keys {
-		if !strings.HasPrefix(k, ferryPrefix) || slices.Contains(ferryOwned, k) {
+		if !strings.HasPrefix(k, ferryv1alpha1.KeyPrefix) || slices.Contains(ferryOwned, k) {
 			continue
 		}
 		path := field.NewPath("metadata", "annotations").Key(k)
@@ -119,5 +119,3 @@ func ValidateAnnotations(kind string, annotations map[string]string, namespaceSt
 	}
 	return errs
 }
-
-const ferryPrefix = "ferry.io/"

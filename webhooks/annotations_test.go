@@ -95,7 +95,7 @@ func FuzzValidateAnnotations(f *testing.F) {
 					t.Errorf("error %q does not name annotation %q", e.Error(), key)
 				}
 			}
-			if !strings.HasPrefix(key, ferryPrefix) && len(errs) > 0 {
+			if !strings.HasPrefix(key, ferryv1alpha1.KeyPrefix) && len(errs) > 0 {
 				t.Errorf("annotation %q is not ferry's but was refused: %v", key, errs)
 			}
 		}

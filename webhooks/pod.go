@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,7 +81,7 @@ func Apply(pod *corev1.Pod, strategy ferryv1alpha1.PodOffloadingStrategy, cluste
 	}
 	na := pod.Spec.Affinity.NodeAffinity
 	merged := MergeRequired(na.RequiredDuringSchedulingIgnoredDuringExecution, PolicyTerms(strategy, clusterSelector))
-	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || fmt.Sprint(merged) != fmt.Sprint(na.RequiredDuringSchedulingIgnoredDuringExecution) {
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || !equality.Semantic.DeepEqual(merged, na.RequiredDuringSchedulingIgnoredDuringExecution) {
 		na.RequiredDuringSchedulingIgnoredDuringExecution = merged
 		did = append(did, "nodeAffinity")
 	}

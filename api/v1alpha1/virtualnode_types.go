@@ -104,3 +104,12 @@ type VirtualNodeList struct {
 func init() {
 	register(&VirtualNode{}, &VirtualNodeList{})
 }
+
+// Node is the name of the Node standing for the VirtualNode:
+// spec.nodeName, or the VirtualNode's own name when that is empty.
+func (vn *VirtualNode) Node() string {
+	if vn.Spec.NodeName != "" {
+		return vn.Spec.NodeName
+	}
+	return vn.Name
+}

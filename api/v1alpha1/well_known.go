@@ -12,6 +12,9 @@ const (
 	// object this one stands for.
 	LabelOriginNamespace = "ferry.io/origin-namespace"
 
+	// KeyPrefix starts every label and annotation key ferry defines.
+	KeyPrefix = "ferry.io/"
+
 	// LabelNodeType marks ferry's virtual nodes with NodeTypeVirtual.
 	LabelNodeType = "ferry.io/type"
 

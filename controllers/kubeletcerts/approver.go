@@ -189,13 +189,8 @@ func (a *Approver) virtualNodeFor(ctx context.Context, nodeName string) (*ferryv
 		return nil, fmt.Errorf("list virtual nodes: %w", err)
 	}
 	for i := range list.Items {
-		vn := &list.Items[i]
-		name := vn.Spec.NodeName
-		if name == "" {
-			name = vn.Name
-		}
-		if name == nodeName {
-			return vn, nil
+		if list.Items[i].Node() == nodeName {
+			return &list.Items[i], nil
 		}
 	}
 	return nil, nil

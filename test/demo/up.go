@@ -168,7 +168,8 @@ func startDaemon(cfg Config) error {
 
 // waitReady follows the daemon's progress until it is ready or fails.
 func waitReady(ctx context.Context, dir string, out io.Writer) (*Ready, error) {
-	deadline := time.Now().Add(startTimeout)
+	started := time.Now()
+	deadline := started.Add(startTimeout)
 	shown := 0
 	for {
 		shown = showProgress(filepath.Join(dir, daemonLog), shown, out)
@@ -178,7 +179,7 @@ func waitReady(ctx context.Context, dir string, out io.Writer) (*Ready, error) {
 		if msg, err := os.ReadFile(filepath.Join(dir, errorFile)); err == nil {
 			return nil, fmt.Errorf("the demo could not start: %s (see %s)", msg, filepath.Join(dir, daemonLog))
 		}
-		if _, running := daemonPID(dir); !running && time.Since(deadline.Add(-startTimeout)) > 5*time.Second {
+		if _, running := daemonPID(dir); !running && time.Since(started) > 5*time.Second {
 			return nil, fmt.Errorf("the demo daemon stopped; see %s", filepath.Join(dir, daemonLog))
 		}
 		if time.Now().After(deadline) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
@@ -44,12 +45,12 @@ func TestCPUCountersIntegrateRates(t *testing.T) {
 		t.Fatalf("repeated sample = %d, want 5e9", got)
 	}
 	c.add("u2", "app", 1_000_000_000, t0)
-	c.add("u2", "app", 1_000_000_000, t0.Add(time.Second))
-	if got := c.total("u1"); got != 5_000_000_000 {
-		t.Errorf("total(u1) = %d", got)
+	if got := c.add("u2", "app", 1_000_000_000, t0.Add(time.Second)); got != 1_000_000_000 {
+		t.Errorf("u2 after 1s at 1 core = %d, want 1e9 (counters are per container)", got)
 	}
-	if got := c.nodeTotal(); got != 6_000_000_000 {
-		t.Errorf("nodeTotal = %d, want 6e9", got)
+	c.forgetExcept([]*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{UID: "u2"}}})
+	if got := c.add("u1", "app", 0, t0.Add(20*time.Second)); got != 0 {
+		t.Errorf("u1 after it left the node = %d, want a new counter from 0", got)
 	}
 }
 

@@ -2,7 +2,7 @@ package kubeletapi
 
 import (
 	"context"
-	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -23,21 +22,18 @@ import (
 // provider serves the resource metrics API (metrics.k8s.io), and the node's
 // totals. Without that API the pods are listed without usage.
 func (s *Server) summary(ctx context.Context) (*statsv1alpha1.Summary, error) {
-	pods, err := s.local.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", s.cfg.NodeName).String()})
+	pods, err := s.pods(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list the pods of node %s: %w", s.cfg.NodeName, err)
+		return nil, err
 	}
 	usage := map[string]map[string]metricsv1beta1.PodMetrics{} // local namespace -> pod -> metrics
-	now := time.Now()
 	sum := &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{
 		NodeName:  s.cfg.NodeName,
 		StartTime: metav1.NewTime(s.started),
 	}}
-	var nodeCPU, nodeMem uint64
+	var nodeCPU, nodeMem, nodeCPUTotal uint64
 	var haveUsage bool
-	for i := range pods.Items {
-		pod := &pods.Items[i]
+	for _, pod := range pods {
 		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
@@ -53,44 +49,36 @@ func (s *Server) summary(ctx context.Context) (*statsv1alpha1.Summary, error) {
 			ps.StartTime = *pod.Status.StartTime
 		}
 		pm, measured := ns[pod.Name]
-		var podCPU, podMem uint64
+		var podCPU, podMem, podCPUTotal uint64
 		for _, c := range pod.Spec.Containers {
 			cs := statsv1alpha1.ContainerStats{Name: c.Name, StartTime: ps.StartTime}
-			if measured {
-				for _, cm := range pm.Containers {
-					if cm.Name != c.Name {
-						continue
-					}
-					cpu := uint64(cm.Usage.Cpu().ScaledValue(-9))
-					mem := uint64(cm.Usage.Memory().Value())
-					at := metav1.NewTime(pm.Timestamp.Time)
-					total := s.cpu.add(pod.UID, c.Name, cpu, pm.Timestamp.Time)
-					cs.CPU = &statsv1alpha1.CPUStats{Time: at, UsageNanoCores: &cpu, UsageCoreNanoSeconds: &total}
-					cs.Memory = &statsv1alpha1.MemoryStats{Time: at, WorkingSetBytes: &mem, UsageBytes: &mem}
-					podCPU += cpu
-					podMem += mem
-				}
+			if i := slices.IndexFunc(pm.Containers, func(cm metricsv1beta1.ContainerMetrics) bool { return cm.Name == c.Name }); measured && i >= 0 {
+				cm := pm.Containers[i]
+				cpu := uint64(cm.Usage.Cpu().ScaledValue(-9))
+				mem := uint64(cm.Usage.Memory().Value())
+				at := metav1.NewTime(pm.Timestamp.Time)
+				total := s.cpu.add(pod.UID, c.Name, cpu, pm.Timestamp.Time)
+				cs.CPU = &statsv1alpha1.CPUStats{Time: at, UsageNanoCores: &cpu, UsageCoreNanoSeconds: &total}
+				cs.Memory = &statsv1alpha1.MemoryStats{Time: at, WorkingSetBytes: &mem, UsageBytes: &mem}
+				podCPU, podMem, podCPUTotal = podCPU+cpu, podMem+mem, podCPUTotal+total
 			}
 			ps.Containers = append(ps.Containers, cs)
 		}
 		if measured {
 			at := metav1.NewTime(pm.Timestamp.Time)
-			total := s.cpu.total(pod.UID)
-			ps.CPU = &statsv1alpha1.CPUStats{Time: at, UsageNanoCores: &podCPU, UsageCoreNanoSeconds: &total}
+			ps.CPU = &statsv1alpha1.CPUStats{Time: at, UsageNanoCores: &podCPU, UsageCoreNanoSeconds: &podCPUTotal}
 			ps.Memory = &statsv1alpha1.MemoryStats{Time: at, WorkingSetBytes: &podMem, UsageBytes: &podMem}
-			nodeCPU += podCPU
-			nodeMem += podMem
+			nodeCPU, nodeMem, nodeCPUTotal = nodeCPU+podCPU, nodeMem+podMem, nodeCPUTotal+podCPUTotal
 			haveUsage = true
 		}
 		sum.Pods = append(sum.Pods, ps)
 	}
 	if haveUsage {
-		at := metav1.NewTime(now)
-		total := s.cpu.nodeTotal()
-		sum.Node.CPU = &statsv1alpha1.CPUStats{Time: at, UsageNanoCores: &nodeCPU, UsageCoreNanoSeconds: &total}
+		at := metav1.Now()
+		sum.Node.CPU = &statsv1alpha1.CPUStats{Time: at, UsageNanoCores: &nodeCPU, UsageCoreNanoSeconds: &nodeCPUTotal}
 		sum.Node.Memory = &statsv1alpha1.MemoryStats{Time: at, WorkingSetBytes: &nodeMem, UsageBytes: &nodeMem}
 	}
-	s.cpu.forgetExcept(pods.Items)
+	s.cpu.forgetExcept(pods)
 	return sum, nil
 }
 
@@ -155,33 +143,11 @@ func (c *cpuCounters) add(pod types.UID, container string, rate uint64, at time.
 	return cc.total
 }
 
-func (c *cpuCounters) total(pod types.UID) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var t uint64
-	for k, cc := range c.byC {
-		if k.pod == pod {
-			t += cc.total
-		}
-	}
-	return t
-}
-
-func (c *cpuCounters) nodeTotal() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var t uint64
-	for _, cc := range c.byC {
-		t += cc.total
-	}
-	return t
-}
-
 // forgetExcept drops the counters of pods no longer on the node.
-func (c *cpuCounters) forgetExcept(pods []corev1.Pod) {
+func (c *cpuCounters) forgetExcept(pods []*corev1.Pod) {
 	keep := make(map[types.UID]bool, len(pods))
-	for i := range pods {
-		keep[pods[i].UID] = true
+	for _, p := range pods {
+		keep[p.UID] = true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

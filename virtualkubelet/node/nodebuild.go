@@ -36,10 +36,7 @@ const (
 // NodeName is the name of the Node a VirtualNode registers: spec.nodeName,
 // or the VirtualNode's own name.
 func NodeName(vn *ferryv1alpha1.VirtualNode) string {
-	if vn.Spec.NodeName != "" {
-		return vn.Spec.NodeName
-	}
-	return vn.Name
+	return vn.Node()
 }
 
 // NodeLabels are the Node's labels: spec.labels, then ferry's and the

@@ -13,10 +13,6 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
-// ferryPrefix marks ferry's own labels and annotations, which are not carried
-// to the provider.
-const ferryPrefix = "ferry.io/"
-
 // serviceAccountVolumePrefix names the projected token volume the consumer's
 // ServiceAccount admission adds to every pod; the token is the consumer's,
 // useless (and not to be leaked) on the provider.
@@ -96,10 +92,12 @@ func originLabels(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID) map[string]
 	}
 }
 
+// withoutFerryKeys drops ferry's own labels or annotations, which are not
+// carried to the provider.
 func withoutFerryKeys(in map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range in {
-		if strings.HasPrefix(k, ferryPrefix) {
+		if strings.HasPrefix(k, ferryv1alpha1.KeyPrefix) {
 			continue
 		}
 		if out == nil {
