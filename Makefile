@@ -43,6 +43,7 @@ generate: ## Regenerate deepcopy code, CRD manifests (api/) and RBAC roles (cont
 	hack/crd-kustomization.sh manifests/crds
 	$(GO) tool controller-gen rbac:roleName=ferry-controller-manager paths=./controllers/... output:rbac:artifacts:config=manifests/rbac/controller-manager
 	$(GO) tool controller-gen rbac:roleName=ferry-virtual-kubelet paths=./virtualkubelet/... output:rbac:artifacts:config=manifests/rbac/virtual-kubelet
+	$(GO) tool controller-gen rbac:roleName=ferry-webhook paths=./webhooks/... output:rbac:artifacts:config=manifests/rbac/webhook
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files differ from what `make generate` writes.

@@ -57,7 +57,7 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 		return admission.Denied(ferr.Error())
 	}
 	mutated := pod.DeepCopy()
-	Apply(mutated, strategy, nso.Spec.ClusterSelector)
+	Apply(mutated, Policy{Strategy: strategy, ClusterSelector: nso.Spec.ClusterSelector, SchedulerName: nso.Spec.SchedulerName})
 	raw, err := json.Marshal(mutated)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -65,13 +65,30 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 
-// Apply places pod by strategy and clusterSelector (idempotent: applying it
-// again changes nothing) and records what it did in AnnotationAppliedPolicy.
-func Apply(pod *corev1.Pod, strategy ferryv1alpha1.PodOffloadingStrategy, clusterSelector *corev1.NodeSelector) {
+// Policy is what a pod is placed by: its strategy (the namespace's, or the
+// narrower one the pod asks for), the namespace's cluster selector and
+// scheduler.
+type Policy struct {
+	Strategy        ferryv1alpha1.PodOffloadingStrategy
+	ClusterSelector *corev1.NodeSelector
+	// SchedulerName is given to pods that may run remotely and ask for no
+	// scheduler of their own; empty leaves schedulerName alone.
+	SchedulerName string
+}
+
+// Apply places pod by policy (idempotent: applying it again changes
+// nothing) and records what it did in AnnotationAppliedPolicy.
+func Apply(pod *corev1.Pod, policy Policy) {
 	var did []string
+	strategy := policy.Strategy
 	if strategy != ferryv1alpha1.PodOffloadingLocal && !tolerates(pod.Spec.Tolerations) {
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, virtualNodeToleration)
 		did = append(did, "toleration")
+	}
+	if strategy != ferryv1alpha1.PodOffloadingLocal && policy.SchedulerName != "" && pod.Spec.SchedulerName != policy.SchedulerName &&
+		(pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName) {
+		pod.Spec.SchedulerName = policy.SchedulerName
+		did = append(did, "schedulerName")
 	}
 	if pod.Spec.Affinity == nil {
 		pod.Spec.Affinity = &corev1.Affinity{}
@@ -80,7 +97,7 @@ func Apply(pod *corev1.Pod, strategy ferryv1alpha1.PodOffloadingStrategy, cluste
 		pod.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
 	}
 	na := pod.Spec.Affinity.NodeAffinity
-	merged := MergeRequired(na.RequiredDuringSchedulingIgnoredDuringExecution, PolicyTerms(strategy, clusterSelector))
+	merged := MergeRequired(na.RequiredDuringSchedulingIgnoredDuringExecution, PolicyTerms(strategy, policy.ClusterSelector))
 	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || !equality.Semantic.DeepEqual(merged, na.RequiredDuringSchedulingIgnoredDuringExecution) {
 		na.RequiredDuringSchedulingIgnoredDuringExecution = merged
 		did = append(did, "nodeAffinity")

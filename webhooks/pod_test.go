@@ -22,7 +22,7 @@ func TestApplyIsIdempotentAndRecordsWhatItDid(t *testing.T) {
 	pod := &corev1.Pod{Spec: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
 			{MatchExpressions: []corev1.NodeSelectorRequirement{req("disk", corev1.NodeSelectorOpIn, "ssd")}}}}}}}}
-	Apply(pod, ferryv1alpha1.PodOffloadingRemote, eu)
+	Apply(pod, Policy{Strategy: ferryv1alpha1.PodOffloadingRemote, ClusterSelector: eu})
 	if got := pod.Annotations[AnnotationAppliedPolicy]; got != "strategy=Remote; added toleration, nodeAffinity" {
 		t.Errorf("recorded %q", got)
 	}
@@ -37,14 +37,14 @@ func TestApplyIsIdempotentAndRecordsWhatItDid(t *testing.T) {
 		}
 	}
 	before, _ := json.Marshal(pod)
-	Apply(pod, ferryv1alpha1.PodOffloadingRemote, eu)
+	Apply(pod, Policy{Strategy: ferryv1alpha1.PodOffloadingRemote, ClusterSelector: eu})
 	after, _ := json.Marshal(pod)
 	if string(before) != string(after) {
 		t.Errorf("applying twice changed the pod:\n%s\n%s", before, after)
 	}
 
 	local := &corev1.Pod{}
-	Apply(local, ferryv1alpha1.PodOffloadingLocal, nil)
+	Apply(local, Policy{Strategy: ferryv1alpha1.PodOffloadingLocal})
 	if len(local.Spec.Tolerations) != 0 {
 		t.Error("a Local pod got the virtual-node toleration")
 	}

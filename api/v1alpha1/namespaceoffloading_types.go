@@ -86,6 +86,15 @@ type NamespaceOffloadingSpec struct {
 	// virtual nodes. Empty selects every peered provider.
 	// +optional
 	ClusterSelector *corev1.NodeSelector `json:"clusterSelector,omitempty"`
+
+	// SchedulerName, when set, is the scheduler ferry's pod webhook gives the
+	// namespace's pods that may run remotely (those not placed Local), e.g.
+	// ferry-scheduler; a pod that names a scheduler of its own keeps it.
+	// Empty leaves pods to the scheduler they ask for.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	SchedulerName string `json:"schedulerName,omitempty"`
 }
 
 // ClusterOffloadingStatus is the twin namespace in one provider.

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // PeeringQuota condition types.
@@ -37,9 +38,36 @@ type PeeringQuotaStatus struct {
 	// +optional
 	Used corev1.ResourceList `json:"used,omitempty"`
 
+	// Reservations are ShadowPods the webhook admitted that Used does not
+	// count yet: admission adds one with an optimistic-concurrency update, so
+	// two webhook replicas admitting at once cannot both spend the same room;
+	// the quota controller folds a reservation into Used once it sees the
+	// ShadowPod, and drops it when the ShadowPod never appeared.
+	// +listType=map
+	// +listMapKey=uid
+	// +optional
+	Reservations []QuotaReservation `json:"reservations,omitempty"`
+
 	// ObservedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// QuotaReservation is one admitted ShadowPod's requests, charged to the
+// quota until its ShadowPod is counted in Used.
+type QuotaReservation struct {
+	// UID of the ShadowPod (assigned before admission).
+	UID types.UID `json:"uid"`
+
+	// Namespace and Name of the ShadowPod.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+
+	// Requests charged, for the resources in spec.limits.
+	Requests corev1.ResourceList `json:"requests"`
+
+	// Time the reservation was made.
+	Time metav1.Time `json:"time"`
 }
 
 // PeeringQuota bounds what a consumer may run in this provider; the ShadowPod

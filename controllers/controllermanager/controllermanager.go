@@ -24,6 +24,7 @@ import (
 	"github.com/ferry-io/ferry/controllers/offloading"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/controllers/peering/grant"
+	"github.com/ferry-io/ferry/controllers/peeringquota"
 )
 
 // Options configure ferry's controllers in one cluster.
@@ -146,6 +147,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}
 	if err := (&offloading.NamespaceOffloadingReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Providers: providers}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up namespace offloading controller: %w", err)
+	}
+	if err := (&peeringquota.Reconciler{Client: mgr.GetClient(), Now: opts.Now}).SetupWithManager(ctx, mgr); err != nil {
+		return nil, fmt.Errorf("set up peering quota controller: %w", err)
 	}
 	if err := (&kubeletcerts.Approver{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up kubelet serving certificate approver: %w", err)

@@ -26,18 +26,19 @@ import (
 )
 
 // remoteDeployment is a Deployment whose pods go to ferry's virtual nodes
-// (until the admission webhook adds the toleration and affinity itself).
+// by their own toleration and node selector (no webhook needed).
 func remoteDeployment(namespace, name string, replicas int32) *appsv1.Deployment {
+	return deployment(namespace, name, replicas, remotePodSpec())
+}
+
+func deployment(namespace, name string, replicas int32, spec corev1.PodSpec) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       remotePodSpec(),
-			},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
 		},
 	}
 }

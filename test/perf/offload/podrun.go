@@ -3,6 +3,7 @@ package offload
 import (
 	"context"
 	"fmt"
+	"github.com/ferry-io/ferry/test/perf/stats"
 	"slices"
 	"strings"
 	"sync"
@@ -224,8 +225,8 @@ func (res *runResult) stats() RunStats {
 		requests += counts.total()
 	}
 	return RunStats{
-		P50:            percentile(ttr, 50),
-		P99:            percentile(ttr, 99),
+		P50:            stats.Percentile(ttr, 50),
+		P99:            stats.Percentile(ttr, 99),
 		Throughput:     float64(res.pods) / last.Sub(first).Seconds(),
 		RequestsPerPod: float64(requests) / float64(res.pods),
 	}
@@ -240,7 +241,7 @@ func (res *runResult) report(say func(string, ...any)) {
 		line := fmt.Sprintf("%s  %-15s reached %.2fs..%.2fs", res.name, s, first.Sub(start).Seconds(), last.Sub(start).Seconds())
 		if i > 0 {
 			d := res.timeline.between(res.stages[i-1], s)
-			line += fmt.Sprintf(", after %s: p50 %s p99 %s", res.stages[i-1], ms(percentile(d, 50)), ms(percentile(d, 99)))
+			line += fmt.Sprintf(", after %s: p50 %s p99 %s", res.stages[i-1], ms(stats.Percentile(d, 50)), ms(stats.Percentile(d, 99)))
 		}
 		say("%s", line)
 	}

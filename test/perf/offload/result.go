@@ -3,8 +3,6 @@ package offload
 import (
 	"fmt"
 	"io"
-	"math"
-	"slices"
 	"time"
 )
 
@@ -77,16 +75,3 @@ func (r Result) Print(w io.Writer) {
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// percentile is the nearest-rank p-th percentile (0 < p <= 100): the
-// smallest value at least p% of the values are no greater than. It is 0 for
-// no values.
-func percentile(values []time.Duration, p float64) time.Duration {
-	if len(values) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(values)
-	slices.Sort(sorted)
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
-}

@@ -2,6 +2,7 @@ package offload
 
 import (
 	"bytes"
+	"github.com/ferry-io/ferry/test/perf/stats"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +28,8 @@ func TestPercentileIsNearestRank(t *testing.T) {
 		{"p50 of 4 is the second", []time.Duration{4, 3, 2, 1}, 50, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := percentile(tc.values, tc.p); got != tc.want {
-				t.Errorf("percentile(%v, %v) = %v, want %v", tc.values, tc.p, got, tc.want)
+			if got := stats.Percentile(tc.values, tc.p); got != tc.want {
+				t.Errorf("stats.Percentile(%v, %v) = %v, want %v", tc.values, tc.p, got, tc.want)
 			}
 		})
 	}
@@ -36,7 +37,7 @@ func TestPercentileIsNearestRank(t *testing.T) {
 
 func TestPercentileLeavesItsInputUnsorted(t *testing.T) {
 	values := []time.Duration{3, 1, 2}
-	percentile(values, 50)
+	stats.Percentile(values, 50)
 	if values[0] != 3 || values[1] != 1 || values[2] != 2 {
 		t.Errorf("input reordered: %v", values)
 	}
@@ -79,7 +80,7 @@ func TestTimelineKeepsTheFirstTimeOfEachStage(t *testing.T) {
 		t.Errorf("count(running) = %d, want 2", got)
 	}
 	d := tl.between(created, running)
-	if len(d) != 2 || percentile(d, 100) != 300*time.Millisecond || percentile(d, 1) != 100*time.Millisecond {
+	if len(d) != 2 || stats.Percentile(d, 100) != 300*time.Millisecond || stats.Percentile(d, 1) != 100*time.Millisecond {
 		t.Errorf("between(created, running) = %v, want 300ms and 100ms", d)
 	}
 	first, last := tl.window(created)

@@ -1,0 +1,320 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/controllers/peering"
+	"github.com/ferry-io/ferry/test/e2e/framework"
+	"github.com/ferry-io/ferry/test/localwebhook"
+	"github.com/ferry-io/ferry/test/testbed"
+	"github.com/ferry-io/ferry/webhooks"
+)
+
+// plainDeployment is what a user writes: no toleration, no affinity.
+func plainDeployment(namespace, name string, replicas int32) *appsv1.Deployment {
+	return deployment(namespace, name, replicas, corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}})
+}
+
+func cpuShadowPod(namespace, name string, consumer ferryv1alpha1.ClusterID, cpu string) *ferryv1alpha1.ShadowPod {
+	return &ferryv1alpha1.ShadowPod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{ferryv1alpha1.LabelOriginCluster: string(consumer)}},
+		Spec: ferryv1alpha1.ShadowPodSpec{ConsumerClusterID: consumer, Template: ferryv1alpha1.ShadowPodTemplate{
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}},
+		}},
+	}
+}
+
+var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
+	var consumer, provider *testbed.Cluster
+	virtualNode := peering.VirtualNodeName("provider")
+
+	// offload creates a NamespaceOffloading and waits until the namespace is
+	// labelled for the webhooks and its twin is Ready.
+	offload := func(ctx context.Context, prefix string, spec ferryv1alpha1.NamespaceOffloadingSpec) (ns, twin string) {
+		GinkgoHelper()
+		ns = framework.CreateNamespace(ctx, consumer, prefix)
+		Expect(consumer.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
+			ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: ns}, Spec: spec})).To(Succeed())
+		Eventually(func(g Gomega) {
+			var n corev1.Namespace
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
+			g.Expect(n.Labels).To(HaveKeyWithValue(ferryv1alpha1.LabelOffloadingEnabled, "true"))
+			var nso ferryv1alpha1.NamespaceOffloading
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
+			g.Expect(nso.Status.Clusters).To(ConsistOf(HaveField("Phase", ferryv1alpha1.OffloadingReady)))
+			twin = nso.Status.Clusters[0].TwinNamespace
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		return ns, twin
+	}
+	podsOf := func(ctx context.Context, g Gomega, ns, app string) []corev1.Pod {
+		var pods corev1.PodList
+		g.Expect(consumer.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": app})).To(Succeed())
+		return pods.Items
+	}
+
+	BeforeAll(func(ctx context.Context) {
+		clusters := framework.StartClusters(ctx,
+			testbed.Options{Name: "consumer", ControllerManager: true, Scheduler: true, Kwok: true, Nodes: []testbed.NodePool{{Name: "local", Count: 2}}},
+			testbed.Options{Name: "provider", ControllerManager: true, Scheduler: true, Kwok: true,
+				Nodes: []testbed.NodePool{{Name: "worker", Count: 2, CPU: "32", Memory: "128Gi", Pods: 250}}},
+		)
+		consumer, provider = clusters[0], clusters[1]
+		for _, c := range clusters {
+			framework.ApplyManifests(ctx, c, "base")
+			stop, err := localwebhook.Run(ctx, c.Config, c.Client, framework.RepoRoot())
+			Expect(err).NotTo(HaveOccurred(), "start ferry-webhook for %s", c.Name)
+			DeferCleanup(stop)
+		}
+		framework.StartFerry(ctx, consumer, "consumer", framework.FerryOptions{})
+		framework.StartFerry(ctx, provider, "provider", framework.FerryOptions{})
+		out, err := ferryctl(ctx, "peer", "--consumer-kubeconfig", consumer.KubeconfigPath, "--provider-kubeconfig", provider.KubeconfigPath, "--timeout", "90s")
+		Expect(err).NotTo(HaveOccurred(), out)
+	})
+
+	It("injects its CA bundle into every webhook, and again after the configurations are re-applied", func(ctx context.Context) {
+		expectInjected := func() {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				var m admissionregistrationv1.MutatingWebhookConfiguration
+				g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: webhooks.ConfigurationName}, &m)).To(Succeed())
+				for _, w := range m.Webhooks {
+					g.Expect(w.ClientConfig.CABundle).NotTo(BeEmpty(), "webhook %s", w.Name)
+				}
+				var v admissionregistrationv1.ValidatingWebhookConfiguration
+				g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: webhooks.ConfigurationName}, &v)).To(Succeed())
+				for _, w := range v.Webhooks {
+					g.Expect(w.ClientConfig.CABundle).NotTo(BeEmpty(), "webhook %s", w.Name)
+				}
+			}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		}
+		expectInjected()
+		var secret corev1.Secret
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: "ferry-webhook-certs"}, &secret)).To(Succeed())
+		Expect(secret.Data).To(HaveKey("tls.crt"))
+
+		By("re-applying the configurations without a CA bundle")
+		var m admissionregistrationv1.MutatingWebhookConfiguration
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: webhooks.ConfigurationName}, &m)).To(Succeed())
+		for i := range m.Webhooks {
+			m.Webhooks[i].ClientConfig.CABundle = nil
+		}
+		Expect(consumer.Client.Update(ctx, &m)).To(Succeed())
+		expectInjected()
+	})
+
+	It("lands a plain Deployment of a Remote namespace entirely on the virtual node, and of a Local namespace on none", func(ctx context.Context) {
+		remote, _ := offload(ctx, "remote", ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote})
+		local, _ := offload(ctx, "local", ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingLocal})
+		Expect(consumer.Client.Create(ctx, plainDeployment(remote, "api", 6))).To(Succeed())
+		Expect(consumer.Client.Create(ctx, plainDeployment(local, "web", 4))).To(Succeed())
+		Eventually(func(g Gomega) {
+			pods := podsOf(ctx, g, remote, "api")
+			g.Expect(pods).To(HaveLen(6))
+			for _, p := range pods {
+				g.Expect(p.Spec.NodeName).To(Equal(virtualNode), "pod %s", p.Name)
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
+				g.Expect(p.Annotations).To(HaveKeyWithValue(webhooks.AnnotationAppliedPolicy, "strategy=Remote; added toleration, nodeAffinity"))
+			}
+			pods = podsOf(ctx, g, local, "web")
+			g.Expect(pods).To(HaveLen(4))
+			for _, p := range pods {
+				g.Expect(p.Spec.NodeName).To(HavePrefix("local-"), "pod %s", p.Name)
+				g.Expect(p.Spec.Tolerations).NotTo(ContainElement(HaveField("Key", ferryv1alpha1.TaintVirtualNode)))
+			}
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+
+		By("letting a pod narrow a LocalAndRemote namespace, never widen a Local one")
+		both, _ := offload(ctx, "both", ferryv1alpha1.NamespaceOffloadingSpec{SchedulerName: "ferry-scheduler"})
+		for _, strategy := range []string{"Local", "Remote"} {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(strategy), Namespace: both, Labels: map[string]string{"app": "pinned"},
+				Annotations: map[string]string{webhooks.AnnotationPodOffloadingStrategy: strategy}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}}}
+			Expect(consumer.Client.Create(ctx, pod)).To(Succeed())
+			if strategy == "Local" {
+				Expect(pod.Spec.SchedulerName).To(Equal(corev1.DefaultSchedulerName), "a Local pod is left to its scheduler")
+			} else {
+				Expect(pod.Spec.SchedulerName).To(Equal("ferry-scheduler"))
+			}
+		}
+		widening := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "widening", Namespace: local,
+			Annotations: map[string]string{webhooks.AnnotationPodOffloadingStrategy: "Remote"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}}}
+		err := consumer.Client.Create(ctx, widening)
+		Expect(err).To(MatchError(ContainSubstring("metadata.annotations[ferry.io/pod-offloading-strategy]")))
+		Expect(err).To(MatchError(ContainSubstring("accepted: Local")))
+		Eventually(func(g Gomega) {
+			var pod corev1.Pod
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: both, Name: "local"}, &pod)).To(Succeed())
+			g.Expect(pod.Spec.NodeName).To(HavePrefix("local-"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+
+	It("remaps PVCs to the virtual storage class once it is installed and validates ferry.io annotations", func(ctx context.Context) {
+		ns, _ := offload(ctx, "data", ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingLocalAndRemote})
+		pvc := func(name string, class *string, annotations map[string]string) *corev1.PersistentVolumeClaim {
+			return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations},
+				Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: class, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		}
+		standard := "standard"
+		early := pvc("early", &standard, nil)
+		Expect(consumer.Client.Create(ctx, early)).To(Succeed())
+		Expect(early.Spec.StorageClassName).To(HaveValue(Equal("standard")), "no virtual storage class installed: left alone")
+
+		class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: webhooks.StorageClassVirtual}, Provisioner: "ferry.io/virtual",
+			VolumeBindingMode: new(storagev1.VolumeBindingWaitForFirstConsumer)}
+		Expect(consumer.Client.Create(ctx, class)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(consumer.Client.Delete(ctx, class))).To(Succeed())
+		})
+		Eventually(func(g Gomega) {
+			data := pvc("data-"+time.Now().Format("150405.000000")[7:], &standard, map[string]string{webhooks.AnnotationDataGravity: "true"})
+			g.Expect(consumer.Client.Create(ctx, data)).To(Succeed())
+			g.Expect(data.Spec.StorageClassName).To(HaveValue(Equal(webhooks.StorageClassVirtual)))
+			g.Expect(data.Annotations).To(HaveKeyWithValue(webhooks.AnnotationRequestedStorageClass, "standard"))
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the webhook's cache sees the new class")
+		defaulted := pvc("defaulted", nil, nil)
+		Expect(consumer.Client.Create(ctx, defaulted)).To(Succeed())
+		Expect(defaulted.Spec.StorageClassName).To(HaveValue(Equal(webhooks.StorageClassVirtual)))
+		Expect(defaulted.Annotations).To(HaveKeyWithValue(webhooks.AnnotationRequestedStorageClass, ""))
+		static := pvc("static", new(""), nil)
+		Expect(consumer.Client.Create(ctx, static)).To(Succeed())
+		Expect(static.Spec.StorageClassName).To(HaveValue(Equal("")), "a claim asking for no class binds statically")
+
+		By("refusing malformed and unknown ferry.io annotations, naming the field and the accepted values")
+		err := consumer.Client.Create(ctx, pvc("bad", nil, map[string]string{webhooks.AnnotationDataGravity: "yes"}))
+		Expect(err).To(MatchError(And(ContainSubstring("metadata.annotations[ferry.io/data-gravity]"), ContainSubstring(`"true"`), ContainSubstring(`"false"`))))
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "typo", Namespace: ns, Annotations: map[string]string{"ferry.io/pod-offloading-stragety": "Local"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}}}
+		err = consumer.Client.Create(ctx, pod)
+		Expect(err).To(MatchError(And(ContainSubstring("metadata.annotations[ferry.io/pod-offloading-stragety]"), ContainSubstring(webhooks.AnnotationPodOffloadingStrategy))))
+
+		By("keeping a pod's strategy immutable")
+		pod.Annotations = map[string]string{webhooks.AnnotationPodOffloadingStrategy: "Local"}
+		Expect(consumer.Client.Create(ctx, pod)).To(Succeed())
+		patched := pod.DeepCopy()
+		patched.Annotations[webhooks.AnnotationPodOffloadingStrategy] = "Remote"
+		Expect(consumer.Client.Patch(ctx, patched, client.MergeFrom(pod))).To(MatchError(And(
+			ContainSubstring("metadata.annotations[ferry.io/pod-offloading-strategy]"), ContainSubstring("immutable"))))
+	})
+
+	It("validates NamespaceOffloadings: selector, reserved namespaces, mapping immutable once twins exist", func(ctx context.Context) {
+		ns := framework.CreateNamespace(ctx, consumer, "nso")
+		bad := &ferryv1alpha1.NamespaceOffloading{ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: ns},
+			Spec: ferryv1alpha1.NamespaceOffloadingSpec{ClusterSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+				{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "cpus", Operator: corev1.NodeSelectorOpGt, Values: []string{"many"}}}},
+				{},
+			}}}}
+		err := consumer.Client.Create(ctx, bad)
+		Expect(err).To(MatchError(And(
+			ContainSubstring("spec.clusterSelector.nodeSelectorTerms[0].matchExpressions[0].values[0]"),
+			ContainSubstring("spec.clusterSelector.nodeSelectorTerms[1]"))))
+		reserved := &ferryv1alpha1.NamespaceOffloading{ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: "kube-public"}}
+		Expect(consumer.Client.Create(ctx, reserved)).To(MatchError(ContainSubstring("kube-public is reserved")))
+
+		ns, _ = offload(ctx, "mapped", ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote})
+		var nso ferryv1alpha1.NamespaceOffloading
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
+		nso.Spec.NamespaceMappingStrategy = ferryv1alpha1.NamespaceMappingEnforceSameName
+		Expect(consumer.Client.Update(ctx, &nso)).To(MatchError(And(ContainSubstring("spec.namespaceMappingStrategy"), ContainSubstring("unoffload the namespace first"))))
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
+		nso.Spec.PodOffloadingStrategy = ferryv1alpha1.PodOffloadingLocalAndRemote
+		Expect(consumer.Client.Update(ctx, &nso)).To(Succeed(), "the pod strategy may change: it applies to new pods")
+	})
+
+	It("lets a consumer write ShadowPods only in its twin namespaces as itself, within its PeeringQuota, exactly under parallel creates", func(ctx context.Context) {
+		tenant := peering.TenantNamespace("consumer")
+		// twinFor makes a namespace labelled as a twin namespace of owner
+		// with the consumer's twin-namespace RoleBinding: one no virtual
+		// kubelet manages, so the ShadowPods written here stay as written.
+		twinFor := func(owner string) string {
+			GinkgoHelper()
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "twin-", Labels: map[string]string{
+				ferryv1alpha1.LabelOriginCluster: owner, ferryv1alpha1.LabelOriginNamespace: "quota-test"}}}
+			Expect(provider.Client.Create(ctx, ns)).To(Succeed())
+			DeferCleanup(func(ctx context.Context) {
+				Expect(client.IgnoreNotFound(provider.Client.Delete(ctx, ns))).To(Succeed())
+			})
+			Expect(provider.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: peering.ConsumerRole, Namespace: ns.Name},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ferryv1alpha1.TwinNamespaceClusterRole},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: peering.ConsumerServiceAccount, Namespace: tenant}}})).To(Succeed())
+			return ns.Name
+		}
+		twin := twinFor("consumer")
+		quota := &ferryv1alpha1.PeeringQuota{ObjectMeta: metav1.ObjectMeta{Name: "consumer", Namespace: tenant},
+			Spec: ferryv1alpha1.PeeringQuotaSpec{ConsumerClusterID: "consumer", Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}
+		Expect(provider.Client.Create(ctx, quota)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(provider.Client.Delete(ctx, quota))).To(Succeed())
+		})
+
+		// The consumer's own credential, as its virtual kubelet uses it.
+		var cred corev1.Secret
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: peering.CredentialsSecretName("provider")}, &cred)).To(Succeed())
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(cred.Data[ferryv1alpha1.KubeconfigSecretKey])
+		Expect(err).NotTo(HaveOccurred())
+		asConsumer, err := client.New(cfg, client.Options{Scheme: peering.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+
+		By("creating 8 ShadowPods of 600m at once against a 1-CPU quota: exactly one passes")
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for i := range errs {
+			wg.Go(func() {
+				errs[i] = asConsumer.Create(ctx, cpuShadowPod(twin, "race-"+string(rune('a'+i)), "consumer", "600m"))
+			})
+		}
+		wg.Wait()
+		admitted := 0
+		for _, err := range errs {
+			if err == nil {
+				admitted++
+				continue
+			}
+			Expect(err).To(MatchError(ContainSubstring("PeeringQuota of consumer consumer exceeded: cpu: requested 600m, used 600m, limited to 1")))
+		}
+		Expect(admitted).To(Equal(1))
+
+		By("filling the quota to the millicore, then refusing one more")
+		Expect(asConsumer.Create(ctx, cpuShadowPod(twin, "rest", "consumer", "400m"))).To(Succeed())
+		Expect(asConsumer.Create(ctx, cpuShadowPod(twin, "one-more", "consumer", "1m"))).To(MatchError(ContainSubstring("PeeringQuota of consumer consumer exceeded: cpu: requested 1m")))
+		Eventually(func(g Gomega) {
+			g.Expect(provider.Client.Get(ctx, client.ObjectKeyFromObject(quota), quota)).To(Succeed())
+			g.Expect(quota.Status.Used.Cpu().Cmp(resource.MustParse("1"))).To(BeZero(), "used %s", quota.Status.Used.Cpu())
+			g.Expect(quota.Status.Reservations).To(BeEmpty())
+			g.Expect(quota.Status.Conditions).To(ContainElement(And(HaveField("Type", ferryv1alpha1.PeeringQuotaExceeded), HaveField("Status", metav1.ConditionTrue))))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("releasing room when a ShadowPod goes")
+		Expect(provider.Client.Delete(ctx, &ferryv1alpha1.ShadowPod{ObjectMeta: metav1.ObjectMeta{Namespace: twin, Name: "rest"}})).To(Succeed())
+		Eventually(func() error {
+			return asConsumer.Create(ctx, cpuShadowPod(twin, "after", "consumer", "400m"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("refusing another identity, and a namespace that is not the consumer's twin even where RBAC lets it in")
+		err = asConsumer.Create(ctx, cpuShadowPod(twin, "impostor", "someone-else", "1m"))
+		Expect(err).To(MatchError(And(ContainSubstring("spec.consumerClusterID"), ContainSubstring("metadata.labels[ferry.io/origin-cluster]"))))
+		foreign := twinFor("someone-else")
+		Eventually(func() error {
+			return asConsumer.Create(ctx, cpuShadowPod(foreign, "elsewhere", "consumer", "1m"))
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(MatchError(ContainSubstring("only in its own twin namespaces")))
+	})
+})

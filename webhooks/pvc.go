@@ -1,0 +1,92 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+const (
+	// StorageClassVirtual is ferry's virtual storage class: a claim of it is
+	// bound (by the storage fabric) in the cluster its first pod lands in.
+	StorageClassVirtual = "ferry"
+
+	// AnnotationRequestedStorageClass keeps, on a remapped PVC, the storage
+	// class it asked for, for the storage fabric to provision with; "" when
+	// it asked for the cluster's default class.
+	AnnotationRequestedStorageClass = "ferry.io/requested-storage-class"
+)
+
+// PVCMutator remaps the new dynamically provisioned claims of offloaded
+// namespaces to the virtual storage class, keeping the class they asked for
+// in AnnotationRequestedStorageClass. Claims that are pre-bound
+// (spec.volumeName), ask for no class (""), or live in a namespace whose
+// pods stay Local are left alone, and so is every claim while the virtual
+// storage class is not installed (a warning says so), because a claim of a
+// missing class would never bind.
+type PVCMutator struct {
+	// Reader reads NamespaceOffloadings and StorageClasses.
+	Reader  client.Reader
+	Decoder admission.Decoder
+}
+
+// Handle implements admission.Handler.
+func (m *PVCMutator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed("")
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := m.Decoder.Decode(req, pvc); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	sc := pvc.Spec.StorageClassName
+	switch {
+	case pvc.Spec.VolumeName != "":
+		return admission.Allowed("pre-bound claim")
+	case sc != nil && (*sc == "" || *sc == StorageClassVirtual):
+		return admission.Allowed("")
+	}
+	var nso ferryv1alpha1.NamespaceOffloading
+	key := client.ObjectKey{Namespace: req.Namespace, Name: ferryv1alpha1.NamespaceOffloadingName}
+	if err := m.Reader.Get(ctx, key, &nso); apierrors.IsNotFound(err) {
+		return admission.Allowed("namespace not offloaded")
+	} else if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("read NamespaceOffloading %s: %w", key, err))
+	}
+	if nso.DeletionTimestamp != nil || nso.Spec.PodOffloadingStrategy == ferryv1alpha1.PodOffloadingLocal {
+		return admission.Allowed("the namespace's pods stay local")
+	}
+	var class storagev1.StorageClass
+	if err := m.Reader.Get(ctx, client.ObjectKey{Name: StorageClassVirtual}, &class); apierrors.IsNotFound(err) {
+		return admission.Allowed("").WithWarnings(fmt.Sprintf(
+			"ferry: storage class %q is not installed; PersistentVolumeClaim %s keeps its class and binds in this cluster only", StorageClassVirtual, pvc.Name))
+	} else if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("read StorageClass %s: %w", StorageClassVirtual, err))
+	}
+	mutated := pvc.DeepCopy()
+	if mutated.Annotations == nil {
+		mutated.Annotations = map[string]string{}
+	}
+	requested := ""
+	if sc != nil {
+		requested = *sc
+	}
+	mutated.Annotations[AnnotationRequestedStorageClass] = requested
+	class.Name = StorageClassVirtual
+	mutated.Spec.StorageClassName = &class.Name
+	raw, err := json.Marshal(mutated)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}

@@ -1,0 +1,91 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+// ferryOwnedAnnotations are the ferry.io/ annotations ferry writes itself,
+// per kind; users' values there are overwritten, not validated.
+var ferryOwnedAnnotations = map[string][]string{
+	"Pod":                   {AnnotationAppliedPolicy},
+	"PersistentVolumeClaim": {AnnotationRequestedStorageClass},
+}
+
+// AnnotationValidator checks the ferry.io/ annotations of pods or PVCs
+// (Kind) in offloaded namespaces: a key ferry does not know is refused with
+// the known ones, a known one must parse, and a pod's offloading strategy,
+// which its node affinity was set from, cannot change after creation. On
+// update only annotations that change are checked, so an object admitted
+// before the webhook was installed can still be updated.
+type AnnotationValidator struct {
+	// Kind is Pod or PersistentVolumeClaim.
+	Kind string
+	// Reader reads NamespaceOffloadings.
+	Reader  client.Reader
+	Decoder admission.Decoder
+}
+
+// Handle implements admission.Handler.
+func (v *AnnotationValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	if err := v.Decoder.Decode(req, obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	annotations := obj.Annotations
+	if req.Operation == admissionv1.Update {
+		old := &metav1.PartialObjectMetadata{}
+		if err := v.Decoder.DecodeRaw(req.OldObject, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		if v.Kind == "Pod" && old.Annotations[AnnotationPodOffloadingStrategy] != obj.Annotations[AnnotationPodOffloadingStrategy] {
+			path := field.NewPath("metadata", "annotations").Key(AnnotationPodOffloadingStrategy)
+			return admission.Denied(field.Forbidden(path, "immutable: the pod's node affinity was set from it at creation; recreate the pod instead").Error())
+		}
+		annotations = changed(old.Annotations, obj.Annotations)
+		if len(annotations) == 0 {
+			return admission.Allowed("")
+		}
+	}
+	var strategy ferryv1alpha1.PodOffloadingStrategy
+	if v.Kind == "Pod" {
+		var nso ferryv1alpha1.NamespaceOffloading
+		key := client.ObjectKey{Namespace: req.Namespace, Name: ferryv1alpha1.NamespaceOffloadingName}
+		switch err := v.Reader.Get(ctx, key, &nso); {
+		case apierrors.IsNotFound(err):
+			strategy = ferryv1alpha1.PodOffloadingLocal // not offloaded: a pod may only stay local
+		case err != nil:
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("read NamespaceOffloading %s: %w", key, err))
+		default:
+			strategy = nso.Spec.PodOffloadingStrategy
+		}
+	}
+	if errs := ValidateAnnotations(v.Kind, annotations, strategy, ferryOwnedAnnotations[v.Kind]...); len(errs) > 0 {
+		return admission.Denied(errs.ToAggregate().Error())
+	}
+	return admission.Allowed("")
+}
+
+// changed are the annotations of now that old did not have with that value.
+func changed(old, now map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range now {
+		if prev, ok := old[k]; !ok || prev != v {
+			out[k] = v
+		}
+	}
+	return out
+}
