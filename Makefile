@@ -12,6 +12,8 @@ TEST_TIMEOUT ?= 40m
 # bench-offload: pods per run, and create calls in flight.
 PODS ?= 1000
 CONCURRENCY ?= 32
+# bench-webhook: pods created in each namespace (with and without the webhooks).
+WEBHOOK_PODS ?= 2000
 
 .PHONY: help
 help: ## Show the targets.
@@ -75,6 +77,10 @@ test-e2e: testbed ## End-to-end suites on real clusters; LABELS=<ginkgo label fi
 .PHONY: bench-testbed
 bench-testbed: testbed ## Start-up time and memory of test-bed clusters; ends with a RESULT line.
 	$(GO) test -run '^$$' -bench BenchmarkClusterStart -benchtime 5x ./test/testbed/
+
+.PHONY: bench-webhook
+bench-webhook: testbed ## Pod creation with and without ferry's pod webhooks, alternating (WEBHOOK_PODS=2000 CONCURRENCY=32); ends with a RESULT line.
+	$(GO) run ./test/cmd/bench-webhook -pods $(WEBHOOK_PODS) -concurrency $(CONCURRENCY)
 
 .PHONY: bench-offload
 bench-offload: testbed ## N pods offloaded vs. N pods direct in the provider (PODS=1000 CONCURRENCY=32); ends with a RESULT line.

@@ -29,7 +29,7 @@ var virtualNodeToleration = corev1.Toleration{
 // PodMutator applies a namespace's offloading policy to its new pods: the
 // virtual-node toleration when they may run remotely, and required node
 // affinity restricting them to the nodes the policy allows, merged with
-// their own.
+// their own. It refuses pods whose ferry.io annotations do not validate.
 type PodMutator struct {
 	// Reader reads NamespaceOffloadings.
 	Reader  client.Reader
@@ -44,13 +44,22 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 	}
 	var nso ferryv1alpha1.NamespaceOffloading
 	key := types.NamespacedName{Namespace: req.Namespace, Name: ferryv1alpha1.NamespaceOffloadingName}
-	if err := m.Reader.Get(ctx, key, &nso); apierrors.IsNotFound(err) {
-		return admission.Allowed("namespace not offloaded")
-	} else if err != nil {
+	err := m.Reader.Get(ctx, key, &nso)
+	if err != nil && !apierrors.IsNotFound(err) {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("read NamespaceOffloading %s: %w", key, err))
 	}
-	if nso.DeletionTimestamp != nil {
-		return admission.Allowed("namespace being unoffloaded")
+	offloaded := err == nil && nso.DeletionTimestamp == nil
+	if !offloaded {
+		nso.Spec.PodOffloadingStrategy = ferryv1alpha1.PodOffloadingLocal // a pod may only stay local
+	}
+	// The pod's ferry.io annotations are validated here, on creation, rather
+	// than by a second (validating) call: one webhook call per pod instead
+	// of two. The validating webhook checks updates.
+	if errs := ValidateAnnotations("Pod", pod.Annotations, nso.Spec.PodOffloadingStrategy, ferryOwnedAnnotations["Pod"]...); len(errs) > 0 {
+		return admission.Denied(errs.ToAggregate().Error())
+	}
+	if !offloaded {
+		return admission.Allowed("namespace not offloaded")
 	}
 	strategy, ferr := PodStrategy(nso.Spec.PodOffloadingStrategy, pod.Annotations)
 	if ferr != nil {

@@ -33,7 +33,8 @@ const (
 // (spec.volumeName), ask for no class (""), or live in a namespace whose
 // pods stay Local are left alone, and so is every claim while the virtual
 // storage class is not installed (a warning says so), because a claim of a
-// missing class would never bind.
+// missing class would never bind. It refuses claims whose ferry.io
+// annotations do not validate.
 type PVCMutator struct {
 	// Reader reads NamespaceOffloadings and StorageClasses.
 	Reader  client.Reader
@@ -48,6 +49,11 @@ func (m *PVCMutator) Handle(ctx context.Context, req admission.Request) admissio
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := m.Decoder.Decode(req, pvc); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
+	}
+	// Validated here on creation (one webhook call per claim); the
+	// validating webhook checks updates.
+	if errs := ValidateAnnotations("PersistentVolumeClaim", pvc.Annotations, "", ferryOwnedAnnotations["PersistentVolumeClaim"]...); len(errs) > 0 {
+		return admission.Denied(errs.ToAggregate().Error())
 	}
 	sc := pvc.Spec.StorageClassName
 	switch {

@@ -23,7 +23,8 @@ var ferryOwnedAnnotations = map[string][]string{
 }
 
 // AnnotationValidator checks the ferry.io/ annotations of pods or PVCs
-// (Kind) in offloaded namespaces: a key ferry does not know is refused with
+// (Kind) in offloaded namespaces (on update; the mutating webhooks check
+// them on creation): a key ferry does not know is refused with
 // the known ones, a known one must parse, and a pod's offloading strategy,
 // which its node affinity was set from, cannot change after creation. On
 // update only annotations that change are checked, so an object admitted

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/test/localwebhook"
 	"github.com/ferry-io/ferry/test/testbed"
 	"github.com/ferry-io/ferry/test/testbed/binaries"
 )
@@ -109,6 +110,17 @@ func RunDaemon(cfg Config) (err error) {
 		}
 	}
 
+	progress("starting ferry-webhook for each cluster (pod offloading policy, PVC remapping, quotas)")
+	for _, c := range clusters {
+		comp, err := startWebhook(ctx, cfg, c, logs)
+		if comp != nil {
+			comps = append(comps, comp)
+		}
+		if err != nil {
+			return err
+		}
+	}
+
 	kubectl, err := binaries.Path("kubectl")
 	if err != nil {
 		return err
@@ -147,12 +159,7 @@ func RunDaemon(cfg Config) (err error) {
 }
 
 func startControllerManager(cfg Config, c *testbed.Cluster, logs string) (*component, error) {
-	name := c.Name + "-controller-manager"
-	logFile, err := os.OpenFile(filepath.Join(logs, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(filepath.Join(cfg.BinDir, "ferry-controller-manager"),
+	return startComponent(c.Name+"-controller-manager", logs, filepath.Join(cfg.BinDir, "ferry-controller-manager"),
 		"--kubeconfig="+c.KubeconfigPath,
 		"--cluster-id="+c.Name,
 		"--virtual-kubelet-mode=process",
@@ -164,6 +171,44 @@ func startControllerManager(cfg Config, c *testbed.Cluster, logs string) (*compo
 		"--health-probe-bind-address=0",
 		"--grant-debounce=500ms",
 	)
+}
+
+// startWebhook runs ferry-webhook for c on 127.0.0.1, with its
+// configurations pointing there, and waits until it serves (its CA bundle
+// injected).
+func startWebhook(ctx context.Context, cfg Config, c *testbed.Cluster, logs string) (*component, error) {
+	port, health, err := localwebhook.Ports()
+	if err != nil {
+		return nil, err
+	}
+	if err := localwebhook.Install(ctx, c.Client, cfg.RepoRoot, fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
+		return nil, err
+	}
+	comp, err := startComponent(c.Name+"-webhook", logs, filepath.Join(cfg.BinDir, "ferry-webhook"),
+		"--kubeconfig="+c.KubeconfigPath,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--port=%d", port),
+		"--cert-dns-names=localhost",
+		"--cert-ip-addresses=127.0.0.1",
+		"--metrics-bind-address=0",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
+	)
+	if err != nil {
+		return nil, err
+	}
+	if err := localwebhook.WaitReady(ctx, health, time.Minute); err != nil {
+		return comp, fmt.Errorf("%s: %w; see %s", comp.name, err, filepath.Join(logs, comp.name+".log"))
+	}
+	return comp, nil
+}
+
+// startComponent starts one of ferry's binaries, logging to logs/<name>.log.
+func startComponent(name, logs, binary string, args ...string) (*component, error) {
+	logFile, err := os.OpenFile(filepath.Join(logs, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group (a Ctrl-C reaches the daemon, which stops it in
 	// order), and it dies with the daemon.

@@ -31,6 +31,9 @@ import (
 // Namespace is the namespace the demo offloads.
 const Namespace = "demo"
 
+// LocalNamespace is offloaded with strategy Local: its pods stay here.
+const LocalNamespace = "demo-local"
+
 // startTimeout bounds the daemon's start (clusters, components).
 const startTimeout = 5 * time.Minute
 
@@ -76,35 +79,42 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(out, "==> offloading namespace %s\n", Namespace)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
-	if err := consumer.ctrl.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s: %w", Namespace, err)
-	}
-	if err := run(ctx, out, ferryctl, "offload", "namespace", Namespace, "--kubeconfig", ready.ConsumerKubeconfig,
-		"--pod-offloading-strategy", "LocalAndRemote", "--wait", "--timeout", "2m"); err != nil {
-		return err
+	for _, o := range []struct{ ns, strategy string }{{Namespace, "Remote"}, {LocalNamespace, "Local"}} {
+		fmt.Fprintf(out, "==> offloading namespace %s with pod offloading strategy %s\n", o.ns, o.strategy)
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.ns}}
+		if err := consumer.ctrl.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", o.ns, err)
+		}
+		if err := run(ctx, out, ferryctl, "offload", "namespace", o.ns, "--kubeconfig", ready.ConsumerKubeconfig,
+			"--pod-offloading-strategy", o.strategy, "--wait", "--timeout", "2m"); err != nil {
+			return err
+		}
 	}
 
-	fmt.Fprintln(out, "==> deploying the sample app: web (3 pods, stays local) and api (4 pods, tolerates the virtual node)")
+	fmt.Fprintf(out, "==> deploying two plain Deployments (no tolerations, no affinity: ferry's webhook adds them from the namespace's policy):\n"+
+		"    api (4 pods) in %s, web (3 pods) in %s\n", Namespace, LocalNamespace)
 	for _, d := range sampleApp() {
 		if err := consumer.ctrl.Create(ctx, d); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create Deployment %s: %w", d.Name, err)
 		}
 	}
-	pods, err := waitRunning(ctx, consumer, 7)
-	if err != nil {
-		return err
+	pods := map[string][]corev1.Pod{}
+	for ns, want := range map[string]int{Namespace: 4, LocalNamespace: 3} {
+		if pods[ns], err = waitRunning(ctx, consumer, ns, want); err != nil {
+			return err
+		}
 	}
 	provider, err := newClients(ready.ProviderKubeconfig)
 	if err != nil {
 		return err
 	}
-	if err := printPods(ctx, out, pods, provider); err != nil {
-		return err
+	for _, ns := range []string{Namespace, LocalNamespace} {
+		if err := printPods(ctx, out, ns, pods[ns], provider); err != nil {
+			return err
+		}
 	}
 
-	for _, p := range pods {
+	for _, p := range pods[Namespace] {
 		if !isVirtual(p.Spec.NodeName) {
 			continue
 		}
@@ -136,7 +146,8 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
     export KUBECONFIG=%[1]s   # the consumer (%[3]s: the provider)
     alias kubectl=%[2]s
     kubectl get nodes                       # the provider is the virtual node ferry-provider
-    kubectl get pods -n %[4]s -o wide         # api-* run on ferry-provider
+    kubectl get pods -n %[4]s -o wide         # api-* run on ferry-provider (web-* in demo-local stay here)
+    kubectl get pod -n %[4]s <api pod> -o yaml  # the toleration and node affinity ferry's webhook added
     kubectl get namespaceoffloading -n %[4]s
     kubectl logs -n %[4]s <api pod> ; kubectl exec -n %[4]s <api pod> -- date
     kubectl --kubeconfig %[3]s get shadowpods,pods -A -l ferry.io/origin-cluster=consumer
@@ -256,31 +267,28 @@ func indent(s string) string {
 	return "      " + strings.ReplaceAll(s, "\n", "\n      ") + "\n"
 }
 
+// sampleApp is two Deployments as users write them: nothing in them says
+// where they run; their namespaces' policies do.
 func sampleApp() []*appsv1.Deployment {
-	deployment := func(name string, replicas int32, remote bool) *appsv1.Deployment {
+	deployment := func(namespace, name string, replicas int32) *appsv1.Deployment {
 		labels := map[string]string{"app": name}
 		spec := corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "registry.example/" + name + ":v1",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 				corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}}}
-		if remote {
-			// Until ferry's webhook adds them from the namespace's policy.
-			spec.Tolerations = []corev1.Toleration{{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists}}
-			spec.NodeSelector = map[string]string{ferryv1alpha1.LabelNodeType: ferryv1alpha1.NodeTypeVirtual}
-		}
 		return &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 			Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}},
 		}
 	}
-	return []*appsv1.Deployment{deployment("web", 3, false), deployment("api", 4, true)}
+	return []*appsv1.Deployment{deployment(LocalNamespace, "web", 3), deployment(Namespace, "api", 4)}
 }
 
-func waitRunning(ctx context.Context, c *clients, want int) ([]corev1.Pod, error) {
+func waitRunning(ctx context.Context, c *clients, namespace string, want int) ([]corev1.Pod, error) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		var list corev1.PodList
-		if err := c.ctrl.List(ctx, &list, client.InNamespace(Namespace)); err != nil {
+		if err := c.ctrl.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 			return nil, err
 		}
 		running := 0
@@ -293,7 +301,7 @@ func waitRunning(ctx context.Context, c *clients, want int) ([]corev1.Pod, error
 			return list.Items, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("only %d of %d pods of namespace %s are Running after 3m", running, want, Namespace)
+			return nil, fmt.Errorf("only %d of %d pods of namespace %s are Running after 3m", running, want, namespace)
 		}
 		select {
 		case <-ctx.Done():
@@ -307,17 +315,17 @@ func isVirtual(node string) bool { return strings.HasPrefix(node, "ferry-") }
 
 // printPods shows each pod's node and, for offloaded ones, the pod that
 // runs it in the provider.
-func printPods(ctx context.Context, out io.Writer, pods []corev1.Pod, provider *clients) error {
+func printPods(ctx context.Context, out io.Writer, namespace string, pods []corev1.Pod, provider *clients) error {
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	var remote corev1.PodList
-	if err := provider.ctrl.List(ctx, &remote, client.MatchingLabels{ferryv1alpha1.LabelOriginNamespace: Namespace}); err != nil {
+	if err := provider.ctrl.List(ctx, &remote, client.MatchingLabels{ferryv1alpha1.LabelOriginNamespace: namespace}); err != nil {
 		return err
 	}
 	byUID := map[string]corev1.Pod{}
 	for _, r := range remote.Items {
 		byUID[r.Labels[ferryv1alpha1.LabelOriginUID]] = r
 	}
-	fmt.Fprintf(out, "\n==> pods of namespace %s, as the consumer sees them\n", Namespace)
+	fmt.Fprintf(out, "\n==> pods of namespace %s, as the consumer sees them\n", namespace)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "    POD\tSTATUS\tNODE\tRUNS IN")
 	for _, p := range pods {

@@ -124,7 +124,7 @@ func planSecret(data map[string][]byte, p issuePolicy, now time.Time) (*plan, er
 	bundlePEM := encodeCertsPEM(bundle)
 
 	certPEM, keyPEM := data[keyTLSCert], data[keyTLSKey]
-	serving, err := tls.X509KeyPair(certPEM, keyPEM)
+	serving, err := loadKeyPair(certPEM, keyPEM)
 	if err == nil {
 		if newCA {
 			err = errors.New("must be reissued by the new CA")
@@ -142,7 +142,7 @@ func planSecret(data map[string][]byte, p issuePolicy, now time.Time) (*plan, er
 		if keyPEM, err = encodeKeyPEM(key); err != nil {
 			return nil, err
 		}
-		if serving, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		if serving, err = loadKeyPair(certPEM, keyPEM); err != nil {
 			return nil, fmt.Errorf("certrotator: load freshly issued serving certificate: %w", err)
 		}
 	}
@@ -168,6 +168,18 @@ func planSecret(data map[string][]byte, p issuePolicy, now time.Time) (*plan, er
 		reasons: reasons,
 		mat:     &material{ca: ca, caKey: caKey, bundle: bundle, bundlePEM: bundlePEM, serving: &serving},
 	}, nil
+}
+
+// loadKeyPair parses a certificate and its key and makes sure Leaf is set
+// (tls.X509KeyPair leaves it nil under GODEBUG x509keypairleaf=0), since the
+// rotator inspects the served certificate.
+func loadKeyPair(certPEM, keyPEM []byte) (tls.Certificate, error) {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil || pair.Leaf != nil {
+		return pair, err
+	}
+	pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0])
+	return pair, err
 }
 
 // currentCA finds the certificate in the bundle that belongs to the CA key.

@@ -281,7 +281,7 @@ func (r *Rotator) serve(ctx context.Context, mat *material, injected bool) {
 			"currentSerial", cur.Leaf.SerialNumber.Text(16), "pendingSerial", mat.serving.Leaf.SerialNumber.Text(16))
 		return
 	}
-	if cur == nil { r.cert.Store(mat.serving) }
+	r.cert.Store(mat.serving)
 	logger.Info("Serving certificate loaded",
 		"serial", mat.serving.Leaf.SerialNumber.Text(16),
 		"issuer", mat.serving.Leaf.Issuer.CommonName,

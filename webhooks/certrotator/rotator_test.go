@@ -168,6 +168,25 @@ func waitReady(t *testing.T, r *Rotator) {
 	}
 }
 
+// quiesce waits until the rotators on cs stop making API calls, so that a
+// following change can only be noticed through a watch event (the tests
+// using it set a long CheckInterval).
+func quiesce(t *testing.T, cs *fake.Clientset) {
+	t.Helper()
+	const quiet = 150 * time.Millisecond
+	deadline := time.Now().Add(waitTimeout)
+	n, since := len(cs.Actions()), time.Now()
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			t.Fatal("the rotators kept calling the API")
+		}
+		time.Sleep(10 * time.Millisecond)
+		if m := len(cs.Actions()); m != n {
+			n, since = m, time.Now()
+		}
+	}
+}
+
 func getSecret(t *testing.T, cs *fake.Clientset) *corev1.Secret {
 	t.Helper()
 	s, err := cs.CoreV1().Secrets(testNamespace).Get(context.Background(), testSecret, metav1.GetOptions{})
@@ -400,6 +419,7 @@ func TestStartReinjectsReappliedConfiguration(t *testing.T) {
 	r.CheckInterval = time.Hour // the re-injection must come from the watch
 	start(t, r)
 	waitReady(t, r)
+	quiesce(t, cs)
 	bundle := getSecret(t, cs).Data["ca.crt"]
 
 	// Re-apply both configurations as they are in the manifests, without
@@ -428,6 +448,7 @@ func TestStartRecreatesDeletedSecret(t *testing.T) {
 	r.CheckInterval = time.Hour // the Secret watch must notice
 	start(t, r)
 	waitReady(t, r)
+	quiesce(t, cs)
 	old := served(t, r)
 	if err := cs.CoreV1().Secrets(testNamespace).Delete(context.Background(), testSecret, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -518,7 +539,7 @@ func TestRotatorsConvergeAfterRenewal(t *testing.T) {
 	cs := newClient(mutatingConfig(testMutating, "a"), validatingConfig(testValidating, "b"))
 	r1, r2 := newRotator(cs), newRotator(cs)
 	r1.Now, r2.Now = clock.Now, clock.Now
-	r2.CheckInterval = time.Hour // r2 can only learn of the rotation from the Secret watch
+	r2.CheckInterval = time.Hour // r2 mostly learns of the rotation from watch events
 	start(t, r1)
 	start(t, r2)
 	waitReady(t, r1)
@@ -536,6 +557,37 @@ func TestRotatorsConvergeAfterRenewal(t *testing.T) {
 			return "the replicas do not both serve the rotated certificate"
 		}
 		return allBundlesEqual(t, cs, secret.Data["ca.crt"], 2)
+	})
+}
+
+// TestStartPicksUpSecretRotatedElsewhere rotates the Secret behind the
+// rotators' backs, as another replica would: both must serve the new
+// certificate and inject the new bundle, learning of it only from the
+// Secret watch.
+func TestStartPicksUpSecretRotatedElsewhere(t *testing.T) {
+	cs := newClient(mutatingConfig(testMutating, "a"), validatingConfig(testValidating, "b"))
+	r1, r2 := newRotator(cs), newRotator(cs)
+	r1.CheckInterval, r2.CheckInterval = time.Hour, time.Hour
+	start(t, r1)
+	start(t, r2)
+	waitReady(t, r1)
+	waitReady(t, r2)
+	quiesce(t, cs)
+
+	secret := getSecret(t, cs)
+	// A valid Secret with a different CA, like the result of a CA rotation
+	// by a replica with a clock slightly ahead.
+	other := mustPlan(t, nil, testPolicy(), time.Now())
+	secret.Data = other.data
+	if _, err := cs.CoreV1().Secrets(testNamespace).Update(context.Background(), secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() string {
+		want := other.mat.serving.Leaf
+		if !served(t, r1).Equal(want) || !served(t, r2).Equal(want) {
+			return "the replicas do not both serve the certificate rotated elsewhere"
+		}
+		return allBundlesEqual(t, cs, other.data["ca.crt"], 2)
 	})
 }
 
@@ -568,6 +620,53 @@ func TestEnsureSecretAdoptsConcurrentRotation(t *testing.T) {
 		return true, nil, apierrors.NewConflict(secretsGVR.GroupResource(), testSecret, errors.New("changed meanwhile"))
 	})
 
+	expectAdopted(t, cs, now, other.mat.serving.Leaf, "the concurrently rotated certificate")
+	if n := updates.Load(); n != 1 {
+		t.Errorf("%d updates, want 1 (the one that lost the race)", n)
+	}
+}
+
+// TestEnsureSecretAdoptsConcurrentCreate makes another "replica" create the
+// Secret between this rotator's read and its create: the create must fail
+// with AlreadyExists and the other replica's certificate be adopted.
+func TestEnsureSecretAdoptsConcurrentCreate(t *testing.T) {
+	cs := newClient()
+	other := mustPlan(t, nil, testPolicy(), t0)
+	var creates atomic.Int32
+	cs.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if creates.Add(1) > 1 {
+			return false, nil, nil
+		}
+		winner := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: testSecret, ResourceVersion: "other"},
+			Type:       corev1.SecretTypeTLS,
+			Data:       other.data,
+		}
+		if err := cs.Tracker().Add(winner); err != nil {
+			return true, nil, err
+		}
+		return true, nil, apierrors.NewAlreadyExists(secretsGVR.GroupResource(), testSecret)
+	})
+
+	expectAdopted(t, cs, t0, other.mat.serving.Leaf, "the concurrently created certificate")
+	if n := creates.Load(); n != 1 {
+		t.Errorf("%d creates, want 1 (the one that lost the race)", n)
+	}
+}
+
+func TestStartTwice(t *testing.T) {
+	r := newRotator(newClient(mutatingConfig(testMutating, "a"), validatingConfig(testValidating, "b")))
+	start(t, r)
+	waitReady(t, r)
+	if err := r.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "more than once") {
+		t.Errorf("second Start = %v, want an error", err)
+	}
+}
+
+// expectAdopted runs ensureSecret once at now and checks that it serves the
+// other replica's certificate want.
+func expectAdopted(t *testing.T, cs *fake.Clientset, now time.Time, want *x509.Certificate, what string) {
+	t.Helper()
 	r := newRotator(cs)
 	r.Now = func() time.Time { return now }
 	cfg, err := r.validate()
@@ -579,19 +678,7 @@ func TestEnsureSecretAdoptsConcurrentRotation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ensureSecret: %v", err)
 	}
-	if !mat.serving.Leaf.Equal(other.mat.serving.Leaf) {
-		t.Error("the concurrently rotated certificate was not adopted")
-	}
-	if n := updates.Load(); n != 1 {
-		t.Errorf("%d updates, want 1 (the one that lost the race)", n)
-	}
-}
-
-func TestStartTwice(t *testing.T) {
-	r := newRotator(newClient(mutatingConfig(testMutating, "a"), validatingConfig(testValidating, "b")))
-	start(t, r)
-	waitReady(t, r)
-	if err := r.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "more than once") {
-		t.Errorf("second Start = %v, want an error", err)
+	if !mat.serving.Leaf.Equal(want) {
+		t.Errorf("%s was not adopted", what)
 	}
 }

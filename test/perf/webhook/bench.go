@@ -11,8 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/test/localwebhook"
@@ -101,6 +106,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 			return fmt.Errorf("warm up: %w", err)
 		}
 	}
+	pids := c.PIDs()
+	pids["ferry-webhook+harness"] = os.Getpid()
+	meter, err := newCPUMeter(pids)
+	if err != nil {
+		return err
+	}
 	var plain, policy runStats
 	per := opts.Pods / opts.Rounds
 	for round := range opts.Rounds {
@@ -117,10 +128,18 @@ func Run(ctx context.Context, opts Options) (err error) {
 			if s == &policy {
 				ns = policyNamespace
 			}
+			if _, err := meter.lap(); err != nil {
+				return err
+			}
 			lat, wall, err := createPods(ctx, kube, ns, fmt.Sprintf("r%d", round), n, opts.Concurrency)
 			if err != nil {
 				return err
 			}
+			lap, err := meter.lap()
+			if err != nil {
+				return err
+			}
+			s.addCPU(lap)
 			s.latencies = append(s.latencies, lat...)
 			s.wall += wall
 		}
@@ -128,6 +147,21 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	if err := checkMutated(ctx, kube); err != nil {
 		return err
+	}
+	durations, err := webhookDurations(ctx, kube)
+	if err != nil {
+		return err
+	}
+	for path, d := range handlerDurations() {
+		durations["handler "+path] = d
+	}
+	names := slices.Sorted(maps.Keys(durations))
+	for _, name := range names {
+		say("time per call of webhook %s: mean %.2fms", name, ms(durations[name]))
+	}
+	for _, name := range slices.Sorted(maps.Keys(pids)) {
+		say("CPU per pod of %s: without the webhooks %.2fms, with them %.2fms", name,
+			ms(plain.cpu[name])/float64(opts.Pods), ms(policy.cpu[name])/float64(opts.Pods))
 	}
 	Result{Pods: opts.Pods, Concurrency: opts.Concurrency, Plain: plain.stats(), Webhook: policy.stats()}.Print(opts.Out)
 	if os.Getenv(testbed.EnvKeep) != "" {
@@ -232,6 +266,18 @@ func checkMutated(ctx context.Context, kube kubernetes.Interface) error {
 type runStats struct {
 	latencies []time.Duration
 	wall      time.Duration
+	// cpu is the CPU time each process used while this namespace's pods
+	// were created.
+	cpu map[string]time.Duration
+}
+
+func (s *runStats) addCPU(lap map[string]time.Duration) {
+	if s.cpu == nil {
+		s.cpu = map[string]time.Duration{}
+	}
+	for name, d := range lap {
+		s.cpu[name] += d
+	}
 }
 
 func (s runStats) stats() RunStats {
@@ -239,4 +285,70 @@ func (s runStats) stats() RunStats {
 		P50: stats.Percentile(s.latencies, 50), P99: stats.Percentile(s.latencies, 99),
 		Throughput: float64(len(s.latencies)) / s.wall.Seconds(),
 	}
+}
+
+// webhookDurations reads, from the API server's metrics, the mean time it
+// spent per call of each ferry webhook (its side: encoding, TLS, the
+// webhook's answer), by webhook name.
+func webhookDurations(ctx context.Context, kube kubernetes.Interface) (map[string]time.Duration, error) {
+	raw, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the API server's metrics: %w", err)
+	}
+	sums, counts := map[string]float64{}, map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		for suffix, into := range map[string]map[string]float64{"_sum{": sums, "_count{": counts} {
+			prefix := "apiserver_admission_webhook_admission_duration_seconds" + suffix
+			if !strings.HasPrefix(line, prefix) || !strings.Contains(line, ".ferry.io\"") {
+				continue
+			}
+			labels, value, ok := strings.Cut(strings.TrimPrefix(line, prefix), "} ")
+			if !ok {
+				continue
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(labels, ",") {
+				if name, ok := strings.CutPrefix(l, `name="`); ok {
+					into[strings.TrimSuffix(name, `"`)] += v
+				}
+			}
+		}
+	}
+	out := map[string]time.Duration{}
+	for name, n := range counts {
+		if n > 0 {
+			out[name] = time.Duration(sums[name] / n * float64(time.Second))
+		}
+	}
+	return out, nil
+}
+
+// handlerDurations reads, from this process's controller-runtime metrics
+// (the webhook runs in it), the mean time its handlers took per path.
+func handlerDurations() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		return out
+	}
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_webhook_latency_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			h := m.GetHistogram()
+			if h.GetSampleCount() == 0 {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "webhook" {
+					out[l.GetValue()] = time.Duration(h.GetSampleSum() / float64(h.GetSampleCount()) * float64(time.Second))
+				}
+			}
+		}
+	}
+	return out
 }
