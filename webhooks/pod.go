@@ -2,11 +2,11 @@ package webhooks
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 
+	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,11 +67,34 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 	}
 	mutated := pod.DeepCopy()
 	Apply(mutated, Policy{Strategy: strategy, ClusterSelector: nso.Spec.ClusterSelector, SchedulerName: nso.Spec.SchedulerName})
-	raw, err := json.Marshal(mutated)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+	return admission.Patched("", patchOps(pod, mutated)...)
+}
+
+// patchOps are the JSON patch operations turning pod into mutated, for the
+// fields Apply changes. Writing them directly, rather than diffing the two
+// pods' JSON, spares the webhook two full parses of the pod per request.
+func patchOps(pod, mutated *corev1.Pod) []jsonpatch.JsonPatchOperation {
+	var ops []jsonpatch.JsonPatchOperation
+	add := func(path string, value any) {
+		ops = append(ops, jsonpatch.JsonPatchOperation{Operation: "add", Path: path, Value: value})
 	}
-	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+	if len(mutated.Spec.Tolerations) != len(pod.Spec.Tolerations) {
+		add("/spec/tolerations", mutated.Spec.Tolerations)
+	}
+	if mutated.Spec.SchedulerName != pod.Spec.SchedulerName {
+		add("/spec/schedulerName", mutated.Spec.SchedulerName)
+	}
+	if !equality.Semantic.DeepEqual(mutated.Spec.Affinity, pod.Spec.Affinity) {
+		add("/spec/affinity", mutated.Spec.Affinity)
+	}
+	if pod.Annotations == nil {
+		add("/metadata/annotations", mutated.Annotations)
+	} else if mutated.Annotations[AnnotationAppliedPolicy] != pod.Annotations[AnnotationAppliedPolicy] {
+		// RFC 6901: "~" and "/" in a key are escaped.
+		key := strings.NewReplacer("~", "~0", "/", "~1").Replace(AnnotationAppliedPolicy)
+		add("/metadata/annotations/"+key, mutated.Annotations[AnnotationAppliedPolicy])
+	}
+	return ops
 }
 
 // Policy is what a pod is placed by: its strategy (the namespace's, or the

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	jsonpatchv4 "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -99,5 +101,56 @@ func TestPodMutatorHandle(t *testing.T) {
 	resp = m.Handle(context.Background(), request("shop", widening))
 	if resp.Allowed || !strings.Contains(resp.Result.Message, "metadata.annotations[ferry.io/pod-offloading-strategy]") {
 		t.Errorf("a pod widening a Local namespace: allowed %v, %q", resp.Allowed, resp.Result.Message)
+	}
+}
+
+// TestPatchOpsReproduceApply applies the webhook's patch to the pod's JSON,
+// as the API server does, and compares with Apply's result.
+func TestPatchOpsReproduceApply(t *testing.T) {
+	eu := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{req("region", corev1.NodeSelectorOpIn, "eu")}}}}
+	base := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}, SchedulerName: corev1.DefaultSchedulerName}
+	withEverything := base.DeepCopy()
+	withEverything.Tolerations = []corev1.Toleration{{Key: "other", Operator: corev1.TolerationOpExists}}
+	withEverything.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}, NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{req("disk", corev1.NodeSelectorOpIn, "ssd")}}}}}}
+	for _, tt := range []struct {
+		name        string
+		spec        corev1.PodSpec
+		annotations map[string]string
+		policy      Policy
+	}{
+		{"bare pod, Remote", base, nil, Policy{Strategy: ferryv1alpha1.PodOffloadingRemote, ClusterSelector: eu}},
+		{"bare pod, Local", base, map[string]string{"a": "b"}, Policy{Strategy: ferryv1alpha1.PodOffloadingLocal}},
+		{"own tolerations, affinity, annotations; scheduler", *withEverything, map[string]string{"x/y~z": "1"},
+			Policy{Strategy: ferryv1alpha1.PodOffloadingLocalAndRemote, SchedulerName: "ferry-scheduler"}},
+	} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: tt.annotations}, Spec: tt.spec}
+		want := pod.DeepCopy()
+		Apply(want, tt.policy)
+		ops := patchOps(pod, want)
+		raw, _ := json.Marshal(pod)
+		patchJSON, _ := json.Marshal(ops)
+		patch, err := jsonpatchv4.DecodePatch(patchJSON)
+		if err != nil {
+			t.Fatalf("%s: decode patch %s: %v", tt.name, patchJSON, err)
+		}
+		patched, err := patch.Apply(raw)
+		if err != nil {
+			t.Fatalf("%s: apply patch %s: %v", tt.name, patchJSON, err)
+		}
+		var got corev1.Pod
+		if err := json.Unmarshal(patched, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(&got, want) {
+			t.Errorf("%s: patched pod differs from Apply's:\n got  %+v\n want %+v", tt.name, got, *want)
+		}
+		// Applied again (reinvocation), the webhook has nothing to patch.
+		reinvoked := want.DeepCopy()
+		Apply(reinvoked, tt.policy)
+		if again := patchOps(want, reinvoked); len(again) != 0 {
+			t.Errorf("%s: second pass patches %v", tt.name, again)
+		}
 	}
 }
