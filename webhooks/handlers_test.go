@@ -81,10 +81,10 @@ func TestPVCMutator(t *testing.T) {
 			if p.Path == "/spec/storageClassName" && p.Value != StorageClassVirtual {
 				t.Errorf("%s: storage class patched to %v", tt.name, p.Value)
 			}
-			if strings.HasPrefix(p.Path, "/metadata/annotations") {
-				b, _ := json.Marshal(p.Value)
-				if want, _ := json.Marshal(tt.requested); !strings.Contains(string(b), string(want)) {
-					t.Errorf("%s: annotation patch %s, want requested class %s", tt.name, b, want)
+			if p.Path == "/metadata/annotations" {
+				got, ok := p.Value.(map[string]any)[AnnotationRequestedStorageClass]
+				if !ok || got != tt.requested {
+					t.Errorf("%s: annotations patched to %v, want %s=%q", tt.name, p.Value, AnnotationRequestedStorageClass, tt.requested)
 				}
 			}
 		}

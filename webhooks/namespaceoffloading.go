@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -33,19 +32,12 @@ type NamespaceOffloadingValidator struct {
 
 // Handle implements admission.Handler.
 func (v *NamespaceOffloadingValidator) Handle(_ context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
+	nso, old := &ferryv1alpha1.NamespaceOffloading{}, &ferryv1alpha1.NamespaceOffloading{}
+	if resp, ok := decodeWrite(v.Decoder, req, nso, old); !ok {
+		return resp
 	}
-	nso := &ferryv1alpha1.NamespaceOffloading{}
-	if err := v.Decoder.Decode(req, nso); err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
-	}
-	var old *ferryv1alpha1.NamespaceOffloading
-	if req.Operation == admissionv1.Update {
-		old = &ferryv1alpha1.NamespaceOffloading{}
-		if err := v.Decoder.DecodeRaw(req.OldObject, old); err != nil {
-			return admission.Errored(http.StatusBadRequest, err)
-		}
+	if req.Operation != admissionv1.Update {
+		old = nil
 	}
 	if errs := ValidateNamespaceOffloading(nso, old); len(errs) > 0 {
 		return admission.Denied(errs.ToAggregate().Error())

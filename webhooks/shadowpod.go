@@ -47,12 +47,9 @@ type ShadowPodValidator struct {
 
 // Handle implements admission.Handler.
 func (v *ShadowPodValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
-	}
 	sp := &ferryv1alpha1.ShadowPod{}
-	if err := v.Decoder.Decode(req, sp); err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
+	if resp, ok := decodeWrite(v.Decoder, req, sp, nil); !ok {
+		return resp
 	}
 	var ns corev1.Namespace
 	if err := v.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, &ns); err != nil {

@@ -39,19 +39,12 @@ type AnnotationValidator struct {
 
 // Handle implements admission.Handler.
 func (v *AnnotationValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
-	}
-	obj := &metav1.PartialObjectMetadata{}
-	if err := v.Decoder.Decode(req, obj); err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
+	obj, old := &metav1.PartialObjectMetadata{}, &metav1.PartialObjectMetadata{}
+	if resp, ok := decodeWrite(v.Decoder, req, obj, old); !ok {
+		return resp
 	}
 	annotations := obj.Annotations
 	if req.Operation == admissionv1.Update {
-		old := &metav1.PartialObjectMetadata{}
-		if err := v.Decoder.DecodeRaw(req.OldObject, old); err != nil {
-			return admission.Errored(http.StatusBadRequest, err)
-		}
 		if v.Kind == "Pod" && old.Annotations[AnnotationPodOffloadingStrategy] != obj.Annotations[AnnotationPodOffloadingStrategy] {
 			path := field.NewPath("metadata", "annotations").Key(AnnotationPodOffloadingStrategy)
 			return admission.Denied(field.Forbidden(path, "immutable: the pod's node affinity was set from it at creation; recreate the pod instead").Error())

@@ -26,9 +26,8 @@ const ConsumerIndex = "spec.consumerClusterID"
 
 // Reasons of a PeeringQuota's Exceeded condition.
 const (
-	ReasonFull      = "Full"
-	ReasonRoomLeft  = "RoomLeft"
-	conditionExceed = ferryv1alpha1.PeeringQuotaExceeded
+	ReasonFull     = "Full"
+	ReasonRoomLeft = "RoomLeft"
 )
 
 // Reconciler keeps, on a provider, each PeeringQuota's status true: used is
@@ -86,7 +85,7 @@ func (r *Reconciler) now() time.Time {
 }
 
 func setExceeded(q *ferryv1alpha1.PeeringQuota) {
-	cond := metav1.Condition{Type: conditionExceed, Status: metav1.ConditionFalse, Reason: ReasonRoomLeft,
+	cond := metav1.Condition{Type: ferryv1alpha1.PeeringQuotaExceeded, Status: metav1.ConditionFalse, Reason: ReasonRoomLeft,
 		Message: "every limited resource has room left", ObservedGeneration: q.Generation}
 	if full := Full(q); len(full) > 0 {
 		names := make([]string, len(full))

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/test/testbed"
 	"github.com/ferry-io/ferry/webhooks"
 )
 
@@ -105,20 +105,11 @@ func Uninstall(ctx context.Context, c client.Client) error {
 // Ports are two free TCP ports on 127.0.0.1: the webhook's and its health
 // probe's.
 func Ports() (webhook, health int, err error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, 0, err
-		}
-		ls = append(ls, l)
+	ports, err := testbed.FreePorts(2)
+	if err != nil {
+		return 0, 0, err
 	}
-	return ls[0].Addr().(*net.TCPAddr).Port, ls[1].Addr().(*net.TCPAddr).Port, nil
+	return ports[0], ports[1], nil
 }
 
 // Options are the ferry-webhook options for a local run on port and

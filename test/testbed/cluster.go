@@ -177,7 +177,7 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	}()
 
-	ports, err := freePorts(6)
+	ports, err := FreePorts(6)
 	if err != nil {
 		return c, err
 	}

@@ -13,9 +13,10 @@ var (
 	handedOut = map[int]bool{}
 )
 
-// freePorts finds n TCP ports on 127.0.0.1 free right now. Another process
-// may still take one before our server binds it; Start retries then.
-func freePorts(n int) ([]int, error) {
+// FreePorts finds n TCP ports on 127.0.0.1 free right now, never one this
+// process handed out before. Another process may still take one before our
+// server binds it; Start retries then.
+func FreePorts(n int) ([]int, error) {
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	ports := make([]int, 0, n)
