@@ -5,55 +5,17 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
-func TestPodStrategy(t *testing.T) {
-	const (
-		local  = ferryv1alpha1.PodOffloadingLocal
-		remote = ferryv1alpha1.PodOffloadingRemote
-		both   = ferryv1alpha1.PodOffloadingLocalAndRemote
-	)
-	tests := []struct {
-		ns      ferryv1alpha1.PodOffloadingStrategy
-		value   *string
-		want    ferryv1alpha1.PodOffloadingStrategy
-		wantErr string
-	}{
-		{ns: both, want: both},
-		{ns: both, value: new("Local"), want: local},
-		{ns: both, value: new("Remote"), want: remote},
-		{ns: local, value: new("Local"), want: local},
-		{ns: local, value: new("Remote"), wantErr: `metadata.annotations[ferry.io/pod-offloading-strategy]: Invalid value: "Remote": the namespace's podOffloadingStrategy is Local: a pod may narrow it, not widen it (accepted: Local)`},
-		{ns: remote, value: new("LocalAndRemote"), wantErr: "(accepted: Remote)"},
-		{ns: both, value: new("local"), wantErr: `Unsupported value: "local": supported values: "Local", "Remote", "LocalAndRemote"`},
-		{ns: both, value: new(""), wantErr: "Unsupported value"},
-	}
-	for _, tt := range tests {
-		ann := map[string]string{}
-		if tt.value != nil {
-			ann[AnnotationPodOffloadingStrategy] = *tt.value
-		}
-		got, err := PodStrategy(tt.ns, ann)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("ns %s, %v: error %v, want %q", tt.ns, tt.value, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("ns %s, %v: got %s, %v; want %s", tt.ns, tt.value, got, err, tt.want)
-		}
-	}
-}
-
 func TestValidateAnnotations(t *testing.T) {
 	errs := ValidateAnnotations("Pod", map[string]string{
-		"app.kubernetes.io/name":        "web",
-		AnnotationPodOffloadingStrategy: "Remote",
-		"ferry.io/data-gravity":         "true",
-		"ferry.io/offloading":           "x",
-		"ferry.io/applied":              "webhook",
+		"app.kubernetes.io/name":                  "web",
+		placement.AnnotationPodOffloadingStrategy: "Remote",
+		"ferry.io/data-gravity":                   "true",
+		"ferry.io/offloading":                     "x",
+		"ferry.io/applied":                        "webhook",
 	}, ferryv1alpha1.PodOffloadingLocal, "ferry.io/applied")
 	got := errs.ToAggregate().Error()
 	for _, want := range []string{
@@ -68,11 +30,11 @@ func TestValidateAnnotations(t *testing.T) {
 	if len(errs) != 3 {
 		t.Errorf("%d errors, want 3 (the ferry-owned one and the user's own annotations pass): %v", len(errs), errs)
 	}
-	if errs := ValidateAnnotations("PersistentVolumeClaim", map[string]string{AnnotationDataGravity: "yes"}, ""); len(errs) != 1 ||
+	if errs := ValidateAnnotations("PersistentVolumeClaim", map[string]string{placement.AnnotationDataGravity: "yes"}, ""); len(errs) != 1 ||
 		!strings.Contains(errs[0].Error(), `supported values: "true", "false"`) {
 		t.Errorf("data gravity %q: %v", "yes", errs)
 	}
-	if errs := ValidateAnnotations("PersistentVolumeClaim", map[string]string{AnnotationDataGravity: "true"}, ""); len(errs) != 0 {
+	if errs := ValidateAnnotations("PersistentVolumeClaim", map[string]string{placement.AnnotationDataGravity: "true"}, ""); len(errs) != 0 {
 		t.Errorf("valid PVC annotations refused: %v", errs)
 	}
 }

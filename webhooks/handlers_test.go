@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peeringquota"
 )
@@ -109,11 +110,11 @@ func TestAnnotationValidator(t *testing.T) {
 		obj, old *corev1.Pod
 		denied   string
 	}{
-		{"narrowing", admissionv1.Create, pod(map[string]string{AnnotationPodOffloadingStrategy: "Local"}), nil, ""},
+		{"narrowing", admissionv1.Create, pod(map[string]string{placement.AnnotationPodOffloadingStrategy: "Local"}), nil, ""},
 		{"ferry's own record", admissionv1.Create, pod(map[string]string{AnnotationAppliedPolicy: "anything"}), nil, ""},
 		{"unknown key", admissionv1.Create, pod(map[string]string{"ferry.io/gravity": "true"}), nil, "metadata.annotations[ferry.io/gravity]"},
-		{"bad value", admissionv1.Create, pod(map[string]string{AnnotationPodOffloadingStrategy: "Anywhere"}), nil, `"LocalAndRemote"`},
-		{"strategy changed", admissionv1.Update, pod(map[string]string{AnnotationPodOffloadingStrategy: "Remote"}), pod(map[string]string{AnnotationPodOffloadingStrategy: "Local"}), "immutable"},
+		{"bad value", admissionv1.Create, pod(map[string]string{placement.AnnotationPodOffloadingStrategy: "Anywhere"}), nil, `"LocalAndRemote"`},
+		{"strategy changed", admissionv1.Update, pod(map[string]string{placement.AnnotationPodOffloadingStrategy: "Remote"}), pod(map[string]string{placement.AnnotationPodOffloadingStrategy: "Local"}), "immutable"},
 		{"old unknown key kept on update", admissionv1.Update, pod(map[string]string{"ferry.io/old": "x", "a": "b"}), pod(map[string]string{"ferry.io/old": "x"}), ""},
 		{"unknown key added on update", admissionv1.Update, pod(map[string]string{"ferry.io/new": "x"}), pod(nil), "ferry.io/new"},
 	} {

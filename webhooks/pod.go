@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -61,7 +62,7 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if !offloaded {
 		return admission.Allowed("namespace not offloaded")
 	}
-	strategy, ferr := PodStrategy(nso.Spec.PodOffloadingStrategy, pod.Annotations)
+	strategy, ferr := placement.PodStrategy(nso.Spec.PodOffloadingStrategy, pod.Annotations)
 	if ferr != nil {
 		return admission.Denied(ferr.Error())
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -97,7 +98,7 @@ func TestPodMutatorHandle(t *testing.T) {
 		t.Errorf("namespace not offloaded: allowed %v with %d patches, want untouched", resp.Allowed, len(resp.Patches))
 	}
 	widening := pod.DeepCopy()
-	widening.Annotations = map[string]string{AnnotationPodOffloadingStrategy: "Remote"}
+	widening.Annotations = map[string]string{placement.AnnotationPodOffloadingStrategy: "Remote"}
 	resp = m.Handle(context.Background(), request("shop", widening))
 	if resp.Allowed || !strings.Contains(resp.Result.Message, "metadata.annotations[ferry.io/pod-offloading-strategy]") {
 		t.Errorf("a pod widening a Local namespace: allowed %v, %q", resp.Allowed, resp.Result.Message)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -45,8 +46,8 @@ func (v *AnnotationValidator) Handle(ctx context.Context, req admission.Request)
 	}
 	annotations := obj.Annotations
 	if req.Operation == admissionv1.Update {
-		if v.Kind == "Pod" && old.Annotations[AnnotationPodOffloadingStrategy] != obj.Annotations[AnnotationPodOffloadingStrategy] {
-			path := field.NewPath("metadata", "annotations").Key(AnnotationPodOffloadingStrategy)
+		if v.Kind == "Pod" && old.Annotations[placement.AnnotationPodOffloadingStrategy] != obj.Annotations[placement.AnnotationPodOffloadingStrategy] {
+			path := field.NewPath("metadata", "annotations").Key(placement.AnnotationPodOffloadingStrategy)
 			return admission.Denied(field.Forbidden(path, "immutable: the pod's node affinity was set from it at creation; recreate the pod instead").Error())
 		}
 		annotations = changed(old.Annotations, obj.Annotations)

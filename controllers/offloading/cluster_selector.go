@@ -6,9 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -25,38 +24,10 @@ func ValidateNamespace(namespace string) error {
 	return nil
 }
 
-// clusterSelectorPath is where spec.clusterSelector's errors point.
-var clusterSelectorPath = field.NewPath("spec", "clusterSelector")
-
-// ClusterSelector picks providers by the labels of their virtual nodes.
-type ClusterSelector struct {
-	all      bool
-	selector *nodeaffinity.NodeSelector
-}
-
-// NewClusterSelector parses spec.clusterSelector; nil or without terms
-// selects every provider. Errors name the field path, e.g.
-// spec.clusterSelector.nodeSelectorTerms[0].matchExpressions[1].values.
-func NewClusterSelector(sel *corev1.NodeSelector) (*ClusterSelector, error) {
-	if sel == nil || len(sel.NodeSelectorTerms) == 0 {
-		return &ClusterSelector{all: true}, nil
-	}
-	s, err := nodeaffinity.NewNodeSelector(sel, field.WithPath(clusterSelectorPath))
-	if err != nil {
-		return nil, err
-	}
-	return &ClusterSelector{selector: s}, nil
-}
-
-// Matches says whether the virtual node's provider is selected.
-func (s *ClusterSelector) Matches(node *corev1.Node) bool {
-	return s.all || s.selector.Match(node)
-}
-
 // selectedClusters returns the providers whose virtual node sel matches,
 // sorted: virtual nodes are told by the ferry.io/type label and name their
 // provider in ferry.io/cluster-id; the consumer itself is never a provider.
-func selectedClusters(nodes []corev1.Node, sel *ClusterSelector, self ferryv1alpha1.ClusterID) []ferryv1alpha1.ClusterID {
+func selectedClusters(nodes []corev1.Node, sel *placement.ClusterSelector, self ferryv1alpha1.ClusterID) []ferryv1alpha1.ClusterID {
 	var out []ferryv1alpha1.ClusterID
 	for i := range nodes {
 		n := &nodes[i]

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -47,35 +48,6 @@ func TestValidateNamespaceRefusesTheClustersOwnNamespaces(t *testing.T) {
 	}
 }
 
-func TestNewClusterSelectorNamesTheBadField(t *testing.T) {
-	for name, tc := range map[string]struct {
-		sel  *corev1.NodeSelector
-		want string // "" for valid
-	}{
-		"nil selects all":      {nil, ""},
-		"no terms selects all": {selectorOf(), ""},
-		"valid In":             {selectorOf(termOf(req("region", corev1.NodeSelectorOpIn, "eu"))), ""},
-		"In without values": {selectorOf(termOf(req("region", corev1.NodeSelectorOpIn))),
-			"spec.clusterSelector.nodeSelectorTerms[0].matchExpressions[0].values"},
-		"unknown operator": {selectorOf(termOf(req("region", corev1.NodeSelectorOpIn, "eu")), termOf(req("tier", "Near", "a"))),
-			"spec.clusterSelector.nodeSelectorTerms[1].matchExpressions[0].operator"},
-		"bad key": {selectorOf(termOf(req("bad key!", corev1.NodeSelectorOpExists))),
-			"spec.clusterSelector.nodeSelectorTerms[0].matchExpressions[0].key"},
-		"Gt with a word": {selectorOf(termOf(req("gpus", corev1.NodeSelectorOpGt, "many"))),
-			"spec.clusterSelector.nodeSelectorTerms[0].matchExpressions[0].values[0]"},
-		"matchFields with two names": {selectorOf(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{req("metadata.name", corev1.NodeSelectorOpIn, "a", "b")}}),
-			"spec.clusterSelector.nodeSelectorTerms[0].matchFields[0].values"},
-	} {
-		_, err := NewClusterSelector(tc.sel)
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s: %v, want valid", name, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s: %v, want an error naming %s", name, err, tc.want)
-		}
-	}
-}
-
 func TestSelectedClustersMatchVirtualNodeLabels(t *testing.T) {
 	deleting := virtualNodeFor("leaving")
 	now := metav1.Now()
@@ -105,7 +77,7 @@ func TestSelectedClustersMatchVirtualNodeLabels(t *testing.T) {
 		"nothing":                       {selectorOf(termOf(req("region", corev1.NodeSelectorOpIn, "mars"))), nil},
 		"an empty term matches nothing": {selectorOf(corev1.NodeSelectorTerm{}), nil},
 	} {
-		sel, err := NewClusterSelector(tc.sel)
+		sel, err := placement.NewClusterSelector(tc.sel)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 )
@@ -118,7 +119,7 @@ func (r *NamespaceOffloadingReconciler) Reconcile(ctx context.Context, req ctrl.
 		return r.unoffload(ctx, &nso, status)
 	}
 
-	sel, err := NewClusterSelector(nso.Spec.ClusterSelector)
+	sel, err := placement.NewClusterSelector(nso.Spec.ClusterSelector)
 	if err != nil {
 		// Bad input freezes the offloading: no twin is added or drained,
 		// and new pods stay local until the selector is fixed.
@@ -194,7 +195,7 @@ func (r *NamespaceOffloadingReconciler) unoffload(ctx context.Context, nso *ferr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	for _, id := range selectedClusters(nodes, &ClusterSelector{all: true}, r.ClusterID) {
+	for _, id := range selectedClusters(nodes, placement.AllClusters(), r.ClusterID) {
 		if _, ok := clusters[id]; !ok {
 			clusters[id] = ferryv1alpha1.ClusterOffloadingStatus{ClusterID: id}
 		}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/test/e2e/framework"
@@ -145,7 +146,7 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 		both, _ := offload(ctx, "both", ferryv1alpha1.NamespaceOffloadingSpec{SchedulerName: "ferry-scheduler"})
 		for _, strategy := range []string{"Local", "Remote"} {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(strategy), Namespace: both, Labels: map[string]string{"app": "pinned"},
-				Annotations: map[string]string{webhooks.AnnotationPodOffloadingStrategy: strategy}},
+				Annotations: map[string]string{placement.AnnotationPodOffloadingStrategy: strategy}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}}}
 			Expect(consumer.Client.Create(ctx, pod)).To(Succeed())
 			if strategy == "Local" {
@@ -155,7 +156,7 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 			}
 		}
 		widening := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "widening", Namespace: local,
-			Annotations: map[string]string{webhooks.AnnotationPodOffloadingStrategy: "Remote"}},
+			Annotations: map[string]string{placement.AnnotationPodOffloadingStrategy: "Remote"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}}}
 		err := consumer.Client.Create(ctx, widening)
 		Expect(err).To(MatchError(ContainSubstring("metadata.annotations[ferry.io/pod-offloading-strategy]")))
@@ -186,7 +187,7 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 			Expect(client.IgnoreNotFound(consumer.Client.Delete(ctx, class))).To(Succeed())
 		})
 		Eventually(func(g Gomega) {
-			data := pvc("data-"+time.Now().Format("150405.000000")[7:], &standard, map[string]string{webhooks.AnnotationDataGravity: "true"})
+			data := pvc("data-"+time.Now().Format("150405.000000")[7:], &standard, map[string]string{placement.AnnotationDataGravity: "true"})
 			g.Expect(consumer.Client.Create(ctx, data)).To(Succeed())
 			g.Expect(data.Spec.StorageClassName).To(HaveValue(Equal(webhooks.StorageClassVirtual)))
 			g.Expect(data.Annotations).To(HaveKeyWithValue(webhooks.AnnotationRequestedStorageClass, "standard"))
@@ -200,18 +201,18 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 		Expect(static.Spec.StorageClassName).To(HaveValue(Equal("")), "a claim asking for no class binds statically")
 
 		By("refusing malformed and unknown ferry.io annotations, naming the field and the accepted values")
-		err := consumer.Client.Create(ctx, pvc("bad", nil, map[string]string{webhooks.AnnotationDataGravity: "yes"}))
+		err := consumer.Client.Create(ctx, pvc("bad", nil, map[string]string{placement.AnnotationDataGravity: "yes"}))
 		Expect(err).To(MatchError(And(ContainSubstring("metadata.annotations[ferry.io/data-gravity]"), ContainSubstring(`"true"`), ContainSubstring(`"false"`))))
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "typo", Namespace: ns, Annotations: map[string]string{"ferry.io/pod-offloading-stragety": "Local"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}}}
 		err = consumer.Client.Create(ctx, pod)
-		Expect(err).To(MatchError(And(ContainSubstring("metadata.annotations[ferry.io/pod-offloading-stragety]"), ContainSubstring(webhooks.AnnotationPodOffloadingStrategy))))
+		Expect(err).To(MatchError(And(ContainSubstring("metadata.annotations[ferry.io/pod-offloading-stragety]"), ContainSubstring(placement.AnnotationPodOffloadingStrategy))))
 
 		By("keeping a pod's strategy immutable")
-		pod.Annotations = map[string]string{webhooks.AnnotationPodOffloadingStrategy: "Local"}
+		pod.Annotations = map[string]string{placement.AnnotationPodOffloadingStrategy: "Local"}
 		Expect(consumer.Client.Create(ctx, pod)).To(Succeed())
 		patched := pod.DeepCopy()
-		patched.Annotations[webhooks.AnnotationPodOffloadingStrategy] = "Remote"
+		patched.Annotations[placement.AnnotationPodOffloadingStrategy] = "Remote"
 		Expect(consumer.Client.Patch(ctx, patched, client.MergeFrom(pod))).To(MatchError(And(
 			ContainSubstring("metadata.annotations[ferry.io/pod-offloading-strategy]"), ContainSubstring("immutable"))))
 	})

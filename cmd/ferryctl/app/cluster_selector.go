@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 
-	"github.com/ferry-io/ferry/controllers/offloading"
+	"github.com/ferry-io/ferry/api/placement"
 )
 
 // ParseClusterSelector turns a label selector, as kubectl -l takes it
@@ -48,7 +48,7 @@ func ParseClusterSelector(s string) (*corev1.NodeSelector, error) {
 		return nil, nil
 	}
 	ns := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}}
-	if _, err := offloading.NewClusterSelector(ns); err != nil {
+	if _, err := placement.NewClusterSelector(ns); err != nil {
 		return nil, fmt.Errorf("--cluster-selector %q: %w", s, err)
 	}
 	return ns, nil

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
-	"github.com/ferry-io/ferry/controllers/offloading"
 )
 
 func TestParseClusterSelectorMakesOneTerm(t *testing.T) {
@@ -122,7 +122,7 @@ func FuzzParseClusterSelector(f *testing.F) {
 			}
 			return
 		}
-		sel, err := offloading.NewClusterSelector(ns)
+		sel, err := placement.NewClusterSelector(ns)
 		if err != nil {
 			t.Fatalf("%q became a clusterSelector the controller refuses: %v", input, err)
 		}

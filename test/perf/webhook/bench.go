@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/test/localwebhook"
 	"github.com/ferry-io/ferry/test/perf/stats"
@@ -243,7 +244,7 @@ feed:
 func benchPod(name string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "bench"},
-			Annotations: map[string]string{webhooks.AnnotationPodOffloadingStrategy: string(ferryv1alpha1.PodOffloadingRemote)}},
+			Annotations: map[string]string{placement.AnnotationPodOffloadingStrategy: string(ferryv1alpha1.PodOffloadingRemote)}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}},
 	}
 }
