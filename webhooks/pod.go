@@ -114,7 +114,7 @@ type Policy struct {
 func Apply(pod *corev1.Pod, policy Policy) {
 	var did []string
 	strategy := policy.Strategy
-	if strategy != ferryv1alpha1.PodOffloadingLocal && !tolerates(pod.Spec.Tolerations) {
+	if strategy != ferryv1alpha1.PodOffloadingLocal && !placement.ToleratesVirtualNodes(pod.Spec.Tolerations) {
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, virtualNodeToleration)
 		did = append(did, "toleration")
 	}
@@ -145,21 +145,4 @@ func Apply(pod *corev1.Pod, policy Policy) {
 		record += "; added " + strings.Join(did, ", ")
 	}
 	pod.Annotations[AnnotationAppliedPolicy] = record
-}
-
-// tolerates says whether tolerations already admit the virtual-node taint.
-func tolerates(tolerations []corev1.Toleration) bool {
-	for _, t := range tolerations {
-		if t.Effect != "" && t.Effect != corev1.TaintEffectNoExecute {
-			continue
-		}
-		if t.Key != "" && t.Key != ferryv1alpha1.TaintVirtualNode {
-			continue
-		}
-		// The taint has no value: Exists, or Equal to "".
-		if t.Operator == corev1.TolerationOpExists || (t.Key != "" && t.Value == "") {
-			return true
-		}
-	}
-	return false
 }

@@ -29,7 +29,7 @@ func TestApplyIsIdempotentAndRecordsWhatItDid(t *testing.T) {
 	if got := pod.Annotations[AnnotationAppliedPolicy]; got != "strategy=Remote; added toleration, nodeAffinity" {
 		t.Errorf("recorded %q", got)
 	}
-	if len(pod.Spec.Tolerations) != 1 || !tolerates(pod.Spec.Tolerations) {
+	if len(pod.Spec.Tolerations) != 1 || !placement.ToleratesVirtualNodes(pod.Spec.Tolerations) {
 		t.Errorf("tolerations %v", pod.Spec.Tolerations)
 	}
 	sel := pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
@@ -54,24 +54,6 @@ func TestApplyIsIdempotentAndRecordsWhatItDid(t *testing.T) {
 	for _, n := range testNodes {
 		if got, want := matches(t, local.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution, n), !strings.HasPrefix(n.Name, "virtual"); got != want {
 			t.Errorf("Local: node %s admitted %v", n.Name, got)
-		}
-	}
-}
-
-func TestTolerates(t *testing.T) {
-	for _, tt := range []struct {
-		tol  corev1.Toleration
-		want bool
-	}{
-		{corev1.Toleration{Operator: corev1.TolerationOpExists}, true},
-		{corev1.Toleration{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists}, true},
-		{corev1.Toleration{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpEqual, Effect: corev1.TaintEffectNoExecute}, true},
-		{corev1.Toleration{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpEqual, Value: "x"}, false},
-		{corev1.Toleration{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}, false},
-		{corev1.Toleration{Key: "other", Operator: corev1.TolerationOpExists}, false},
-	} {
-		if got := tolerates([]corev1.Toleration{tt.tol}); got != tt.want {
-			t.Errorf("%+v: tolerates = %v, want %v", tt.tol, got, tt.want)
 		}
 	}
 }

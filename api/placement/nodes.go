@@ -63,3 +63,21 @@ func (s *ClusterSelector) Matches(node *corev1.Node) bool {
 
 // AllClusters selects every provider.
 func AllClusters() *ClusterSelector { return &ClusterSelector{all: true} }
+
+// ToleratesVirtualNodes says whether tolerations admit the NoExecute
+// taint every virtual node carries.
+func ToleratesVirtualNodes(tolerations []corev1.Toleration) bool {
+	for _, t := range tolerations {
+		if t.Effect != "" && t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		if t.Key != "" && t.Key != ferryv1alpha1.TaintVirtualNode {
+			continue
+		}
+		// The taint has no value: Exists, or Equal to "".
+		if t.Operator == corev1.TolerationOpExists || (t.Key != "" && t.Value == "") {
+			return true
+		}
+	}
+	return false
+}

@@ -88,3 +88,21 @@ func TestNewClusterSelectorNamesTheBadField(t *testing.T) {
 		}
 	}
 }
+
+func TestToleratesVirtualNodes(t *testing.T) {
+	for _, tt := range []struct {
+		tol  corev1.Toleration
+		want bool
+	}{
+		{corev1.Toleration{Operator: corev1.TolerationOpExists}, true},
+		{corev1.Toleration{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists}, true},
+		{corev1.Toleration{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpEqual, Effect: corev1.TaintEffectNoExecute}, true},
+		{corev1.Toleration{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpEqual, Value: "x"}, false},
+		{corev1.Toleration{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}, false},
+		{corev1.Toleration{Key: "other", Operator: corev1.TolerationOpExists}, false},
+	} {
+		if got := ToleratesVirtualNodes([]corev1.Toleration{tt.tol}); got != tt.want {
+			t.Errorf("%+v: tolerates = %v, want %v", tt.tol, got, tt.want)
+		}
+	}
+}

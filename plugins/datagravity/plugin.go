@@ -1,0 +1,293 @@
+// Package datagravity is the DataGravity scheduler plugin: pods go where
+// their data is. Hard: a pod whose bound volumes live in a cluster (a
+// provider, or this one) runs there. Soft: the bound claims of the pod's
+// namespace annotated ferry.io/data-gravity=true pull its pods toward the
+// cluster holding them, in proportion to their size. See README.md.
+package datagravity
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/ferry-io/ferry/api/placement"
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/plugins/virtualnodes"
+)
+
+// Name is the plugin's name in profiles.
+const Name = "DataGravity"
+
+const (
+	filterKey fwk.StateKey = Name + "/filter"
+	scoreKey  fwk.StateKey = Name + "/score"
+)
+
+// filterState: the cluster the pod's bound volumes live in.
+type filterState struct {
+	cluster ferryv1alpha1.ClusterID
+	reason  string
+}
+
+func (s *filterState) Clone() fwk.StateData { return s }
+
+// scoreState: bytes of gravity data per cluster, and the divisor that
+// turns them into scores.
+type scoreState struct {
+	bytes   map[ferryv1alpha1.ClusterID]int64
+	divisor int64
+}
+
+func (s *scoreState) Clone() fwk.StateData { return s }
+
+// Plugin implements DataGravity.
+type Plugin struct {
+	args  Args
+	pvcs  corelisters.PersistentVolumeClaimLister
+	pvs   corelisters.PersistentVolumeLister
+	nodes *virtualnodes.Index
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &Plugin{}
+	_ fwk.FilterPlugin      = &Plugin{}
+	_ fwk.PreScorePlugin    = &Plugin{}
+	_ fwk.ScorePlugin       = &Plugin{}
+	_ fwk.EnqueueExtensions = &Plugin{}
+	_ fwk.SignPlugin        = &Plugin{}
+)
+
+// New is the plugin's factory.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	f := h.SharedInformerFactory()
+	nodes, err := virtualnodes.New(f.Core().V1().Nodes().Informer())
+	if err != nil {
+		return nil, fmt.Errorf("DataGravity: %w", err)
+	}
+	return NewWith(args, f.Core().V1().PersistentVolumeClaims().Lister(), f.Core().V1().PersistentVolumes().Lister(), nodes), nil
+}
+
+// NewWith builds the plugin over listers and an index of virtual nodes.
+func NewWith(args Args, pvcs corelisters.PersistentVolumeClaimLister, pvs corelisters.PersistentVolumeLister, nodes *virtualnodes.Index) *Plugin {
+	return &Plugin{args: args, pvcs: pvcs, pvs: pvs, nodes: nodes}
+}
+
+// Name implements fwk.Plugin.
+func (pl *Plugin) Name() string { return Name }
+
+// claimNames are the PVCs the pod mounts, generic ephemeral ones included.
+func claimNames(pod *corev1.Pod) []string {
+	var out []string
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			out = append(out, v.PersistentVolumeClaim.ClaimName)
+		case v.Ephemeral != nil:
+			out = append(out, pod.Name+"-"+v.Name)
+		}
+	}
+	return out
+}
+
+// boundVolume returns the PV a claim is bound to, nil when it is not (yet)
+// bound or the objects are not there: VolumeBinding reports those.
+func (pl *Plugin) boundVolume(pvc *corev1.PersistentVolumeClaim) (*corev1.PersistentVolume, error) {
+	if pvc.Spec.VolumeName == "" {
+		return nil, nil
+	}
+	pv, err := pl.pvs.Get(pvc.Spec.VolumeName)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return pv, err
+}
+
+// where names a cluster in a message.
+func where(c ferryv1alpha1.ClusterID) string {
+	if c == placement.LocalCluster {
+		return "this cluster"
+	}
+	return "cluster " + string(c)
+}
+
+// PreFilter finds the cluster the pod's bound volumes live in. A pod with
+// none is skipped. Volumes in two clusters can never be mounted together.
+// When the data is in a provider, the pod's node set is that provider's
+// virtual nodes.
+func (pl *Plugin) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	found := map[ferryv1alpha1.ClusterID]string{} // cluster -> first claim there
+	var order []ferryv1alpha1.ClusterID
+	for _, name := range claimNames(pod) {
+		pvc, err := pl.pvcs.PersistentVolumeClaims(pod.Namespace).Get(name)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fwk.AsStatus(fmt.Errorf("DataGravity: read claim %s/%s: %w", pod.Namespace, name, err))
+		}
+		pv, err := pl.boundVolume(pvc)
+		if err != nil {
+			return nil, fwk.AsStatus(fmt.Errorf("DataGravity: read volume of claim %s/%s: %w", pod.Namespace, name, err))
+		}
+		if pv == nil {
+			continue
+		}
+		c := placement.VolumeCluster(pv)
+		if _, ok := found[c]; !ok {
+			found[c] = name
+			order = append(order, c)
+		}
+	}
+	switch len(order) {
+	case 0:
+		return nil, fwk.NewStatus(fwk.Skip)
+	case 1:
+	default:
+		parts := make([]string, len(order))
+		for i, c := range order {
+			parts[i] = fmt.Sprintf("claim %s in %s", found[c], where(c))
+		}
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "the pod's volumes live in different clusters: "+strings.Join(parts, ", "))
+	}
+	c := order[0]
+	cs.Write(filterKey, &filterState{cluster: c, reason: fmt.Sprintf("the data of claim %s lives in %s", found[c], where(c))})
+	if c == placement.LocalCluster || pl.args.MaxPreFilterNodes == 0 {
+		return nil, nil
+	}
+	names := sets.New[string]()
+	for _, n := range pl.nodes.List() {
+		if n.Cluster == c {
+			if names.Len() == int(pl.args.MaxPreFilterNodes) {
+				return nil, nil
+			}
+			names.Insert(n.Node.Name)
+		}
+	}
+	if names.Len() == 0 {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("the data of claim %s lives in %s, which has no virtual node", found[c], where(c)))
+	}
+	return &fwk.PreFilterResult{NodeNames: names}, nil
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter admits only nodes of the cluster the pod's data lives in: O(1).
+func (pl *Plugin) Filter(_ context.Context, cs fwk.CycleState, _ *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	data, err := cs.Read(filterKey)
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("DataGravity: reading PreFilter state: %w", err))
+	}
+	s := data.(*filterState)
+	if placement.NodeCluster(nodeInfo.Node()) != s.cluster {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, s.reason)
+	}
+	return nil
+}
+
+// PreScore sums, per cluster, the bytes of the namespace's bound claims
+// annotated ferry.io/data-gravity=true. It skips scoring when there are
+// none, or when every candidate node is in the same cluster.
+func (pl *Plugin) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	if len(nodes) < 2 {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	first := placement.NodeCluster(nodes[0].Node())
+	if !slices.ContainsFunc(nodes[1:], func(n fwk.NodeInfo) bool { return placement.NodeCluster(n.Node()) != first }) {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	pvcs, err := pl.pvcs.PersistentVolumeClaims(pod.Namespace).List(labels.Everything())
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("DataGravity: list claims of %s: %w", pod.Namespace, err))
+	}
+	s := &scoreState{bytes: map[ferryv1alpha1.ClusterID]int64{}}
+	var most int64
+	for _, pvc := range pvcs {
+		if on, _ := placement.DataGravity(pvc.Annotations); !on {
+			continue
+		}
+		pv, err := pl.boundVolume(pvc)
+		if err != nil {
+			return fwk.AsStatus(fmt.Errorf("DataGravity: read volume of claim %s/%s: %w", pvc.Namespace, pvc.Name, err))
+		}
+		if pv == nil {
+			continue
+		}
+		c := placement.VolumeCluster(pv)
+		s.bytes[c] += claimBytes(pvc, pv)
+		most = max(most, s.bytes[c])
+	}
+	if most == 0 {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	s.divisor = max(most, pl.args.FullPullBytes.Value())
+	cs.Write(scoreKey, s)
+	return nil
+}
+
+// claimBytes is the size of a bound claim's data: the volume's capacity,
+// else the claim's reported capacity, else its request.
+func claimBytes(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) int64 {
+	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
+		return q.Value()
+	}
+	if q, ok := pvc.Status.Capacity[corev1.ResourceStorage]; ok {
+		return q.Value()
+	}
+	q := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	return q.Value()
+}
+
+// Score is the share of the gravity data in the node's cluster, already
+// normalized to [0, MaxNodeScore]: O(1).
+func (pl *Plugin) Score(_ context.Context, cs fwk.CycleState, _ *corev1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	data, err := cs.Read(scoreKey)
+	if err != nil {
+		return 0, fwk.AsStatus(fmt.Errorf("DataGravity: reading PreScore state: %w", err))
+	}
+	s := data.(*scoreState)
+	b := s.bytes[placement.NodeCluster(nodeInfo.Node())]
+	// b ≤ divisor, so b*100 fits an int64 below 92 PB per cluster; a
+	// float keeps larger amounts from overflowing.
+	return int64(float64(b) / float64(s.divisor) * float64(fwk.MaxNodeScore)), nil
+}
+
+// ScoreExtensions implements fwk.ScorePlugin: scores are normalized by
+// construction.
+func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// SignPod implements fwk.SignPlugin: the decision depends on the pod's
+// namespace and volumes. Pods with generic ephemeral volumes (whose claims
+// are named after the pod) are not batched.
+func (pl *Plugin) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Ephemeral != nil }) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "pods with ephemeral volumes are not batched")
+	}
+	return []fwk.SignFragment{
+		{Key: "ferry.io/DataGravity", Value: pod.Namespace},
+		{Key: fwk.VolumesSignerName, Value: fwk.VolumesSigner(pod)},
+	}, nil
+}
+
+// EventsToRegister implements fwk.EnqueueExtensions: a refused pod may fit
+// once claims or volumes change (bound, relabelled) or a node appears.
+func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolumeClaim, ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolume, ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}},
+	}, nil
+}
