@@ -7,9 +7,14 @@ package pluginargs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
+	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // APIVersion is the version of every ferry plugin args kind.
@@ -51,10 +56,42 @@ func Decode(obj runtime.Object, kind string, into any) error {
 	if tm.Kind != "" && tm.Kind != kind {
 		return fmt.Errorf("%s: args kind %q, want %s", kind, tm.Kind, kind)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
-		return fmt.Errorf("%s: args: %w", kind, err)
+	// Field names are matched case-sensitively, as Kubernetes does: a
+	// miscased field is unknown, not silently accepted.
+	strict, err := sigsjson.UnmarshalStrict(raw, into, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return fmt.Errorf("%s: args: %w", kind, nameField(raw, into, err))
+	}
+	if len(strict) > 0 {
+		return fmt.Errorf("%s: args: %w", kind, errors.Join(strict...))
 	}
 	return nil
+}
+
+// nameField finds the top-level field whose value failed to decode: some
+// decoders (resource.Quantity's) do not say which field they were given.
+func nameField(raw []byte, into any, err error) error {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return err
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		one, merr := json.Marshal(map[string]json.RawMessage{k: fields[k]})
+		if merr != nil {
+			continue
+		}
+		fresh := reflect.New(reflect.TypeOf(into).Elem()).Interface()
+		if _, ferr := sigsjson.UnmarshalStrict(one, fresh); ferr != nil {
+			if strings.Contains(ferr.Error(), k) {
+				return ferr
+			}
+			return fmt.Errorf("%s: %w", k, ferr)
+		}
+	}
+	return err
 }

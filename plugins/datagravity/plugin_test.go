@@ -1,0 +1,209 @@
+package datagravity
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/ferry-io/ferry/api/placement"
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/plugins/internal/plugintest"
+	"github.com/ferry-io/ferry/plugins/virtualnodes"
+)
+
+// world holds claims and volumes: claim name -> (cluster, size, gravity).
+type volume struct {
+	cluster ferryv1alpha1.ClusterID
+	size    string
+	gravity bool
+	unbound bool
+}
+
+func newPlugin(t *testing.T, args Args, nodes []*corev1.Node, claims map[string]volume) *Plugin {
+	t.Helper()
+	pvcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	pvs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for name, v := range claims {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		if v.gravity {
+			pvc.Annotations = map[string]string{placement.AnnotationDataGravity: "true"}
+		}
+		if !v.unbound {
+			pvc.Spec.VolumeName = "pv-" + name
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-" + name},
+				Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(v.size)}}}
+			if v.cluster != placement.LocalCluster {
+				pv.Labels = map[string]string{ferryv1alpha1.LabelClusterID: string(v.cluster)}
+			}
+			if err := pvs.Add(pv); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := pvcs.Add(pvc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return NewWith(args, corelisters.NewPersistentVolumeClaimLister(pvcs), corelisters.NewPersistentVolumeLister(pvs), virtualnodes.NewStatic(nodes...))
+}
+
+func mounting(claims ...string) *corev1.Pod {
+	p := plugintest.Tolerating(plugintest.Pod("ns", "p"))
+	for _, c := range claims {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: c, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
+	}
+	return p
+}
+
+var testNodes = []*corev1.Node{
+	plugintest.RealNode("real"),
+	plugintest.VirtualNode("virtual-a", "a", nil),
+	plugintest.VirtualNode("virtual-b", "b", nil),
+}
+
+func TestHardGravity(t *testing.T) {
+	claims := map[string]volume{
+		"in-a": {cluster: "a", size: "1Gi"}, "also-a": {cluster: "a", size: "1Gi"},
+		"local": {size: "1Gi"}, "pending": {unbound: true},
+		"in-c": {cluster: "c", size: "1Gi"},
+	}
+	pl := newPlugin(t, DefaultArgs(), testNodes, claims)
+	for name, tc := range map[string]struct {
+		pod        *corev1.Pod
+		want       string // admitted nodes
+		wantSet    string
+		wantSkip   bool
+		wantPreErr string
+		wantReason string
+	}{
+		"no volumes: skipped":       {pod: mounting(), wantSkip: true},
+		"unbound claim: skipped":    {pod: mounting("pending", "missing"), wantSkip: true},
+		"data in a: a's nodes only": {pod: mounting("in-a", "also-a", "pending"), want: "virtual-a", wantSet: "virtual-a"},
+		"local data: real nodes":    {pod: mounting("local"), want: "real", wantReason: "the data of claim local lives in this cluster"},
+		"two clusters: never":       {pod: mounting("in-a", "local"), wantPreErr: "the pod's volumes live in different clusters: claim in-a in cluster a, claim local in this cluster"},
+		"cluster without a node":    {pod: mounting("in-c"), wantPreErr: "the data of claim in-c lives in cluster c, which has no virtual node"},
+	} {
+		cs := framework.NewCycleState()
+		res, pre := pl.PreFilter(context.Background(), cs, tc.pod, nil)
+		if tc.wantPreErr != "" {
+			if pre.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(pre.Message(), tc.wantPreErr) {
+				t.Errorf("%s: PreFilter %v, want %q", name, pre, tc.wantPreErr)
+			}
+			continue
+		}
+		if pre.IsSkip() != tc.wantSkip {
+			t.Errorf("%s: PreFilter %v, skip wanted %v", name, pre, tc.wantSkip)
+		}
+		if tc.wantSkip {
+			continue
+		}
+		gotSet := ""
+		if !res.AllNodes() {
+			gotSet = strings.Join(res.NodeNames.UnsortedList(), ",")
+		}
+		if gotSet != tc.wantSet {
+			t.Errorf("%s: node set %q, want %q", name, gotSet, tc.wantSet)
+		}
+		var admitted []string
+		for _, n := range testNodes {
+			st := pl.Filter(context.Background(), cs, tc.pod, plugintest.Info(n))
+			if st.IsSuccess() {
+				admitted = append(admitted, n.Name)
+			} else if tc.wantReason != "" && st.Message() != tc.wantReason {
+				t.Errorf("%s: node %s refused with %q, want %q", name, n.Name, st.Message(), tc.wantReason)
+			}
+		}
+		if got := strings.Join(admitted, ","); got != tc.want {
+			t.Errorf("%s: admitted %s, want %s", name, got, tc.want)
+		}
+	}
+}
+
+func scores(t *testing.T, pl *Plugin, pod *corev1.Pod) (map[string]int64, *fwk.Status) {
+	t.Helper()
+	cs := framework.NewCycleState()
+	var infos []fwk.NodeInfo
+	for _, n := range testNodes {
+		infos = append(infos, plugintest.Info(n))
+	}
+	if st := pl.PreScore(context.Background(), cs, pod, infos); !st.IsSuccess() {
+		return nil, st
+	}
+	out := map[string]int64{}
+	for _, ni := range infos {
+		s, st := pl.Score(context.Background(), cs, pod, ni)
+		if !st.IsSuccess() {
+			t.Fatalf("Score %s: %v", ni.Node().Name, st)
+		}
+		out[ni.Node().Name] = s
+	}
+	return out, nil
+}
+
+func TestSoftGravity(t *testing.T) {
+	claims := map[string]volume{
+		"big-a":   {cluster: "a", size: "30Gi", gravity: true},
+		"small-b": {cluster: "b", size: "5Gi", gravity: true},
+		"local":   {size: "10Gi", gravity: true},
+		"plain-b": {cluster: "b", size: "500Gi"}, // no annotation: no pull
+		"pending": {unbound: true, gravity: true},
+	}
+	got, st := scores(t, newPlugin(t, DefaultArgs(), testNodes, claims), mounting())
+	if st != nil {
+		t.Fatalf("PreScore %v", st)
+	}
+	// Over FullPullBytes (10Gi), scores are relative to the largest: 30Gi.
+	if want := map[string]int64{"virtual-a": 100, "virtual-b": 16, "real": 33}; !equal(got, want) {
+		t.Errorf("scores %v, want %v", got, want)
+	}
+	small := map[string]volume{"some-a": {cluster: "a", size: "1Gi", gravity: true}}
+	got, _ = scores(t, newPlugin(t, DefaultArgs(), testNodes, small), mounting())
+	if want := map[string]int64{"virtual-a": 10, "virtual-b": 0, "real": 0}; !equal(got, want) {
+		t.Errorf("1Gi against a full pull at 10Gi: scores %v, want %v", got, want)
+	}
+	args, err := DecodeArgs(&runtime.Unknown{Raw: []byte(`{"fullPullBytes":"1Gi"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = scores(t, newPlugin(t, args, testNodes, small), mounting())
+	if want := map[string]int64{"virtual-a": 100, "virtual-b": 0, "real": 0}; !equal(got, want) {
+		t.Errorf("fullPullBytes 1Gi: scores %v, want %v", got, want)
+	}
+	if _, st := scores(t, newPlugin(t, DefaultArgs(), testNodes, map[string]volume{"plain": {cluster: "a", size: "1Ti"}}), mounting()); !st.IsSkip() {
+		t.Errorf("no gravity data: PreScore %v, want Skip", st)
+	}
+}
+
+func equal(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestDataGravityArgs(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"fullPullBytes":"0"}`:    "fullPullBytes: 0 must be more than 0",
+		`{"fullPullBytes":"lots"}`: "fullPullBytes",
+		`{"maxPreFilterNodes":-2}`: "maxPreFilterNodes: -2",
+		`{"kind":"RemoteFitArgs"}`: `kind "RemoteFitArgs", want DataGravityArgs`,
+	} {
+		if _, err := DecodeArgs(&runtime.Unknown{Raw: []byte(raw)}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error with %q", raw, err, want)
+		}
+	}
+}
