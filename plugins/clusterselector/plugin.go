@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/ferry-io/ferry/api/placement"
@@ -128,11 +129,11 @@ func (pl *Plugin) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 	}
 	names := sets.New[string]()
 	for _, n := range pl.nodes.List() {
-		if s.selector.Matches(n.Node) {
+		if s.selector.Matches(n) {
 			if names.Len() == int(pl.args.MaxPreFilterNodes) {
 				return nil, nil // too many to be worth a node set
 			}
-			names.Insert(n.Node.Name)
+			names.Insert(n.Name)
 		}
 	}
 	if names.Len() == 0 {
@@ -190,6 +191,24 @@ var NamespaceOffloadingsResource = fwk.EventResource(namespaceOffloadings.Resour
 func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}},
-		{Event: fwk.ClusterEvent{Resource: NamespaceOffloadingsResource, ActionType: fwk.All}},
+		{Event: fwk.ClusterEvent{Resource: NamespaceOffloadingsResource, ActionType: fwk.All}, QueueingHintFn: pl.offloadingChanged},
 	}, nil
+}
+
+// offloadingChanged requeues the pods of the namespace whose
+// NamespaceOffloading changed. The scheduler's own watch delivered the
+// change; the plugin's watch may not have yet, so the change is applied to
+// the policies first: the requeued pod is placed by the new policy.
+func (pl *Plugin) offloadingChanged(_ klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	var ns string
+	switch {
+	case newObj != nil:
+		ns = pl.policies.apply(newObj)
+	case oldObj != nil:
+		ns = pl.policies.remove(oldObj)
+	}
+	if ns != pod.Namespace {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
 }

@@ -3,6 +3,7 @@ package clusterselector
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
 	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -29,6 +29,8 @@ type Policy struct {
 	// Selector picks the providers; nil when SelectorErr is set.
 	Selector    *placement.ClusterSelector
 	SelectorErr error
+
+	resourceVersion uint64
 }
 
 // Policies holds the policy of every offloaded namespace.
@@ -49,18 +51,9 @@ func NewPolicies(ctx context.Context, client dynamic.Interface) (*Policies, erro
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ferryv1alpha1.NamespaceOffloadingName).String()
 		}).Informer()
 	if _, err := p.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { p.set(ctx, obj) },
-		UpdateFunc: func(_, obj any) { p.set(ctx, obj) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				p.mu.Lock()
-				delete(p.byNS, u.GetNamespace())
-				p.mu.Unlock()
-			}
-		},
+		AddFunc:    func(obj any) { p.apply(obj) },
+		UpdateFunc: func(_, obj any) { p.apply(obj) },
+		DeleteFunc: func(obj any) { p.remove(obj) },
 	}); err != nil {
 		return nil, fmt.Errorf("watch NamespaceOffloadings: %w", err)
 	}
@@ -87,27 +80,67 @@ func (p *Policies) Get(namespace string) *Policy {
 	return p.byNS[namespace]
 }
 
-func (p *Policies) set(ctx context.Context, obj any) {
+// apply records the policy of a NamespaceOffloading (an *Unstructured
+// from a dynamic informer) and returns its namespace. It is fed by two
+// watches (the plugin's, and the scheduler's through the queueing hint), so
+// an object older than the one recorded is ignored.
+func (p *Policies) apply(obj any) string {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return
+		return ""
 	}
+	ns, rv := u.GetNamespace(), resourceVersion(u)
 	var nso ferryv1alpha1.NamespaceOffloading
+	var policy *Policy
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nso); err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot read NamespaceOffloading; its namespace is placed as not offloaded", "namespace", u.GetNamespace())
-		p.mu.Lock()
-		delete(p.byNS, u.GetNamespace())
-		p.mu.Unlock()
-		return
+		// The API server validated it: this is a schema skew. Refuse
+		// rather than place by a policy not understood.
+		policy = &Policy{SelectorErr: fmt.Errorf("cannot read NamespaceOffloading: %w", err)}
+	} else {
+		policy = Compile(&nso)
 	}
-	policy := Compile(&nso)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if policy == nil {
-		delete(p.byNS, nso.Namespace)
-		return
+	if old, ok := p.byNS[ns]; ok && rv != 0 && old.resourceVersion > rv {
+		return ns
 	}
-	p.byNS[nso.Namespace] = policy
+	if policy == nil {
+		delete(p.byNS, ns)
+		return ns
+	}
+	policy.resourceVersion = rv
+	p.byNS[ns] = policy
+	return ns
+}
+
+// remove forgets the policy of a deleted NamespaceOffloading and returns
+// its namespace.
+func (p *Policies) remove(obj any) string {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.byNS[u.GetNamespace()]; ok && old.resourceVersion > resourceVersion(u) {
+		return u.GetNamespace() // recreated since
+	}
+	delete(p.byNS, u.GetNamespace())
+	return u.GetNamespace()
+}
+
+// resourceVersion orders versions of one object. Kubernetes makes
+// resourceVersions opaque; this API server's are etcd revisions, and 0
+// (unparsable) disables the ordering.
+func resourceVersion(u *unstructured.Unstructured) uint64 {
+	rv, err := strconv.ParseUint(u.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return rv
 }
 
 // Compile turns a NamespaceOffloading into the policy its namespace's pods

@@ -168,13 +168,11 @@ func (pl *Plugin) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 		return nil, nil
 	}
 	names := sets.New[string]()
-	for _, n := range pl.nodes.List() {
-		if n.Cluster == c {
-			if names.Len() == int(pl.args.MaxPreFilterNodes) {
-				return nil, nil
-			}
-			names.Insert(n.Node.Name)
+	for _, n := range pl.nodes.InCluster(c) {
+		if names.Len() == int(pl.args.MaxPreFilterNodes) {
+			return nil, nil
 		}
+		names.Insert(n.Name)
 	}
 	if names.Len() == 0 {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("the data of claim %s lives in %s, which has no virtual node", found[c], where(c)))
