@@ -22,8 +22,9 @@ const (
 	// on this cluster's nodes, Remote sends it to the selected providers. It
 	// cannot widen it (a pod of a Local namespace stays local).
 	AnnotationPodOffloadingStrategy = "ferry.io/pod-offloading-strategy"
-	// AnnotationDataGravity, on a PVC, "true" makes its data pull the pods
-	// using it toward the cluster that holds it, weighted by its size.
+	// AnnotationDataGravity, on a PVC, "true" makes its data, once bound,
+	// pull the pods of its namespace toward the cluster that holds it,
+	// weighted by its size (the DataGravity scheduler plugin).
 	AnnotationDataGravity = "ferry.io/data-gravity"
 )
 
