@@ -250,7 +250,7 @@ func claimBytes(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) 
 }
 
 // Score is the share of the gravity data in the node's cluster, already
-// normalized to [0, MaxNodeScore]: O(1).
+// normalized to [0, MaxScore]: O(1).
 func (pl *Plugin) Score(_ context.Context, cs fwk.CycleState, _ *corev1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	data, err := cs.Read(scoreKey)
 	if err != nil {
@@ -260,7 +260,7 @@ func (pl *Plugin) Score(_ context.Context, cs fwk.CycleState, _ *corev1.Pod, nod
 	b := s.bytes[placement.NodeCluster(nodeInfo.Node())]
 	// b ≤ divisor, so b*100 fits an int64 below 92 PB per cluster; a
 	// float keeps larger amounts from overflowing.
-	return int64(float64(b) / float64(s.divisor) * float64(fwk.MaxNodeScore)), nil
+	return int64(float64(b) / float64(s.divisor) * float64(fwk.MaxScore)), nil
 }
 
 // ScoreExtensions implements fwk.ScorePlugin: scores are normalized by
