@@ -197,14 +197,12 @@ func (pl *Plugin) Filter(_ context.Context, cs fwk.CycleState, _ *corev1.Pod, no
 }
 
 // PreScore sums, per cluster, the bytes of the namespace's bound claims
-// annotated ferry.io/data-gravity=true. It skips scoring when there are
-// none, or when every candidate node is in the same cluster.
+// annotated ferry.io/data-gravity=true, and skips scoring when there are
+// none. Its cost is the namespace's claims, never the nodes: scanning the
+// candidates (to skip when all are in one cluster) cost 0.5 ms per pod at
+// 5000 nodes in scheduler_perf.
 func (pl *Plugin) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	if len(nodes) < 2 {
-		return fwk.NewStatus(fwk.Skip)
-	}
-	first := placement.NodeCluster(nodes[0].Node())
-	if !slices.ContainsFunc(nodes[1:], func(n fwk.NodeInfo) bool { return placement.NodeCluster(n.Node()) != first }) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	pvcs, err := pl.pvcs.PersistentVolumeClaims(pod.Namespace).List(labels.Everything())
