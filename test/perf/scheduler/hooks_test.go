@@ -280,8 +280,6 @@ func verifyPlacement(tCtx ktesting.TContext) error {
 	if misplaced > 0 {
 		return fmt.Errorf("%d of %d pods misplaced, first:\n%s", misplaced, len(pods.Items), strings.Join(problems, "\n"))
 	}
-	// Printed rather than logged: go test keeps only 10 lines of a
-	// benchmark's log.
 	var spread []string
 	for _, ns := range slices.Sorted(maps.Keys(where)) {
 		var parts []string
@@ -290,9 +288,28 @@ func verifyPlacement(tCtx ktesting.TContext) error {
 		}
 		spread = append(spread, ns+": "+strings.Join(parts, " "))
 	}
-	fmt.Printf("placement %s: all %d pods where ferry's rules allow; %s\n",
-		strings.TrimPrefix(tCtx.Name(), "BenchmarkPerfScheduling/"), len(pods.Items), strings.Join(spread, "; "))
+	placements.Lock()
+	defer placements.Unlock()
+	placements.lines = append(placements.lines, fmt.Sprintf("placement %s: all %d pods where ferry's rules allow; %s",
+		strings.TrimPrefix(tCtx.Name(), "BenchmarkPerfScheduling/"), len(pods.Items), strings.Join(spread, "; ")))
 	return nil
+}
+
+// placements are verifyPlacement's summaries, printed with the RESULT
+// lines: go test keeps only 10 lines of a benchmark's log, and a line
+// printed during a benchmark lands amid go test's own.
+var placements struct {
+	sync.Mutex
+	lines []string
+}
+
+// takePlacements returns and forgets the summaries.
+func takePlacements() []string {
+	placements.Lock()
+	defer placements.Unlock()
+	lines := placements.lines
+	placements.lines = nil
+	return lines
 }
 
 // policyViolation says why a node breaks the namespace's NamespaceOffloading

@@ -90,6 +90,9 @@ func BenchmarkPerfScheduling(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	for _, line := range takePlacements() {
+		fmt.Println(line)
+	}
 	Summarize(items).Print(os.Stdout)
 	fmt.Printf("RESULT scheduler data_items=%s wall_s=%.0f\n", file, time.Since(start).Seconds())
 }
@@ -162,7 +165,7 @@ func TestSchedulerPerfShort(t *testing.T) {
 		t.Fatalf("short benchmark: %v\n%s", err, tail(out.String(), 150))
 	}
 	for _, line := range strings.Split(out.String(), "\n") {
-		if strings.HasPrefix(line, "RESULT ") {
+		if strings.HasPrefix(line, "RESULT ") || strings.HasPrefix(line, "placement ") {
 			t.Log(line)
 		}
 	}

@@ -72,8 +72,12 @@ func ReadDataItems(path string) (*DataItems, error) {
 	return &items, nil
 }
 
-// Workload is what one workload (test case × workload size) measured.
+// Workload is what one workload (test case × workload size) measured: the
+// median over the runs of a `go test -count N` (scheduler_perf appends every
+// run's items to one file).
 type Workload struct {
+	// Runs is the number of runs measured.
+	Runs int
 	// Throughput is the average of scheduler_perf's one-second samples of
 	// pods scheduled per second; 0 when scheduling took too short to sample.
 	Throughput float64
@@ -92,33 +96,60 @@ type Summary map[Key]*Workload
 // BenchmarkPerfScheduling/<Case>/<Workload>.
 type Key struct{ Case, Workload string }
 
+// samples are one workload's values over its runs.
+type samples struct {
+	throughput, duration []float64
+	pluginP99            map[string][]float64
+}
+
 // Summarize groups the data items by workload. An item's Name label is
 // "BenchmarkPerfScheduling/<case>/<workload>/<collection>".
 func Summarize(items *DataItems) Summary {
-	s := Summary{}
+	all := map[Key]*samples{}
 	for _, item := range items.DataItems {
 		parts := strings.Split(item.Labels["Name"], "/")
 		if len(parts) < 3 {
 			continue
 		}
 		k := Key{Case: parts[1], Workload: parts[2]}
-		w := s[k]
+		w := all[k]
 		if w == nil {
-			w = &Workload{PluginP99: map[string]float64{}}
-			s[k] = w
+			w = &samples{pluginP99: map[string][]float64{}}
+			all[k] = w
 		}
 		switch item.Labels["Metric"] {
 		case metricThroughput:
-			w.Throughput = item.Data["Average"]
+			w.throughput = append(w.throughput, item.Data["Average"])
 		case metricDuration:
-			w.Duration = item.Data["Duration"]
+			w.duration = append(w.duration, item.Data["Duration"])
 		case metricPlugin:
 			if slices.Contains(Plugins, item.Labels["plugin"]) {
-				w.PluginP99[item.Labels["plugin"]+"/"+item.Labels["extension_point"]] = item.Data["Perc99"]
+				p := item.Labels["plugin"] + "/" + item.Labels["extension_point"]
+				w.pluginP99[p] = append(w.pluginP99[p], item.Data["Perc99"])
 			}
 		}
 	}
+	s := Summary{}
+	for k, w := range all {
+		out := &Workload{Runs: len(w.duration), Throughput: median(w.throughput), Duration: median(w.duration), PluginP99: map[string]float64{}}
+		for p, v := range w.pluginP99 {
+			out.PluginP99[p] = median(v)
+		}
+		s[k] = out
+	}
 	return s
+}
+
+// median is the middle value (the mean of the middle two), 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Sorted(slices.Values(v))
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // WorkloadNames lists the workload names of the run (5000Nodes_10000Pods,
@@ -136,21 +167,33 @@ func (s Summary) WorkloadNames() []string {
 
 // Print writes the RESULT lines of every workload size in the run: the
 // SchedulingBasic pair, the placement pair and the p99 of each ferry plugin
-// in each ferry workload. A value that was not measured prints as n/a.
+// in each ferry workload, medians over the runs. A value that was not
+// measured prints as n/a.
 func (s Summary) Print(w io.Writer) {
 	for _, name := range s.WorkloadNames() {
 		basicDefault, basicFerry := s[Key{CaseBasicDefault, name}], s[Key{CaseBasicFerry, name}]
-		fmt.Fprintf(w, "RESULT scheduler workload=%s basic_default=%s pods/s basic_ferry=%s pods/s ratio=%s\n",
-			name, throughput(basicDefault), throughput(basicFerry), ratio(basicFerry, basicDefault, TargetBasicRatio))
+		fmt.Fprintf(w, "RESULT scheduler workload=%s runs=%d basic_default=%s pods/s basic_ferry=%s pods/s ratio=%s\n",
+			name, s.runs(name), throughput(basicDefault), throughput(basicFerry), ratio(basicFerry, basicDefault, TargetBasicRatio))
 		placement, affinity := s[Key{CasePlacement, name}], s[Key{CaseNodeAffinity, name}]
-		fmt.Fprintf(w, "RESULT scheduler workload=%s placement_nodeaffinity=%s pods/s placement_ferry=%s pods/s ratio=%s\n",
-			name, throughput(affinity), throughput(placement), ratio(placement, affinity, TargetPlacementRatio))
+		fmt.Fprintf(w, "RESULT scheduler workload=%s runs=%d placement_nodeaffinity=%s pods/s placement_ferry=%s pods/s ratio=%s\n",
+			name, s.runs(name), throughput(affinity), throughput(placement), ratio(placement, affinity, TargetPlacementRatio))
 		for _, c := range []string{CaseBasicFerry, CasePlacement} {
 			if wl := s[Key{c, name}]; wl != nil {
 				fmt.Fprintf(w, "RESULT scheduler workload=%s plugin_p99 case=%s %s\n", name, c, wl.pluginP99())
 			}
 		}
 	}
+}
+
+// runs is the fewest runs of any workload called name.
+func (s Summary) runs(name string) int {
+	least := 0
+	for k, w := range s {
+		if k.Workload == name && (least == 0 || w.Runs < least) {
+			least = w.Runs
+		}
+	}
+	return least
 }
 
 func throughput(w *Workload) string {

@@ -31,6 +31,9 @@ func TestPrintPairsWorkloadsAndReportsPluginP99(t *testing.T) {
 		item(CasePlacement+"/"+w+"/placement", metricPlugin, map[string]float64{"Perc99": 1},
 			"plugin", "NodeAffinity", "extension_point", "Filter"),
 		item(CaseNodeAffinity+"/"+w+"/placement", metricThroughput, map[string]float64{"Average": 100}),
+		item(CaseBasicDefault+"/"+w+"/namespace-2", metricDuration, map[string]float64{"Duration": 50}),
+		item(CaseBasicFerry+"/"+w+"/namespace-2", metricDuration, map[string]float64{"Duration": 55}),
+		item(CaseNodeAffinity+"/"+w+"/placement", metricDuration, map[string]float64{"Duration": 99}),
 		// Not a workload's item.
 		{Labels: map[string]string{"Metric": metricThroughput}, Data: map[string]float64{"Average": 1}},
 	}}
@@ -41,8 +44,8 @@ func TestPrintPairsWorkloadsAndReportsPluginP99(t *testing.T) {
 	var out bytes.Buffer
 	s.Print(&out)
 	want := strings.Join([]string{
-		"RESULT scheduler workload=5000Nodes_10000Pods basic_default=200.0 pods/s basic_ferry=180.0 pods/s ratio=0.90 (target ≥0.95: MISSED)",
-		"RESULT scheduler workload=5000Nodes_10000Pods placement_nodeaffinity=100.0 pods/s placement_ferry=150.0 pods/s ratio=1.50 (target ≥0.90: met)",
+		"RESULT scheduler workload=5000Nodes_10000Pods runs=1 basic_default=200.0 pods/s basic_ferry=180.0 pods/s ratio=0.90 (target ≥0.95: MISSED)",
+		"RESULT scheduler workload=5000Nodes_10000Pods runs=1 placement_nodeaffinity=100.0 pods/s placement_ferry=150.0 pods/s ratio=1.50 (target ≥0.90: met)",
 		"RESULT scheduler workload=5000Nodes_10000Pods plugin_p99 case=SchedulingBasicFerryProfile ClusterSelector/PreFilter=9.9us",
 		"RESULT scheduler workload=5000Nodes_10000Pods plugin_p99 case=FerryPlacement ClusterSelector/Filter=20.0us DataGravity/Score=50.0us",
 	}, "\n") + "\n"
@@ -67,5 +70,25 @@ func TestPrintSaysWhatWasNotMeasured(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// `go test -count 3` appends three runs' items to one file: each value is
+// the median of its runs.
+func TestSummarizeTakesTheMedianOfRepeatedRuns(t *testing.T) {
+	var items DataItems
+	for _, v := range []float64{150, 90, 200} {
+		items.DataItems = append(items.DataItems,
+			item(CaseBasicDefault+"/"+shortWorkload+"/namespace-2", metricThroughput, map[string]float64{"Average": v}),
+			item(CaseBasicDefault+"/"+shortWorkload+"/namespace-2", metricDuration, map[string]float64{"Duration": 10000 / v}),
+			item(CaseBasicDefault+"/"+shortWorkload+"/namespace-2", metricPlugin, map[string]float64{"Perc99": v / 1000},
+				"plugin", "RemoteFit", "extension_point", "Filter"))
+	}
+	w := Summarize(&items)[Key{CaseBasicDefault, shortWorkload}]
+	if w.Runs != 3 || w.Throughput != 150 || w.PluginP99["RemoteFit/Filter"] != 0.15 {
+		t.Errorf("got %+v, want 3 runs, median throughput 150, median p99 0.15", w)
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median of an even count: got %v, want 2.5", got)
 	}
 }
