@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -113,7 +114,7 @@ func TestClusterSelector(t *testing.T) {
 		}
 		gotSet := ""
 		if !res.AllNodes() {
-			gotSet = strings.Join(sortedNames(res), ",")
+			gotSet = strings.Join(sets.List(res.NodeNames), ",")
 		}
 		if gotSet != tc.wantSet {
 			t.Errorf("%s: PreFilterResult %q, want %q", name, gotSet, tc.wantSet)
@@ -127,18 +128,6 @@ func TestClusterSelector(t *testing.T) {
 			t.Errorf("%s: real node refused with %q", name, reasons["real-0"])
 		}
 	}
-}
-
-func sortedNames(res *fwk.PreFilterResult) []string {
-	names := res.NodeNames.UnsortedList()
-	for i := range names {
-		for j := i + 1; j < len(names); j++ {
-			if names[j] < names[i] {
-				names[i], names[j] = names[j], names[i]
-			}
-		}
-	}
-	return names
 }
 
 func TestPreFilterSetIsBounded(t *testing.T) {

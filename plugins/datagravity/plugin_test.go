@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -108,7 +109,7 @@ func TestHardGravity(t *testing.T) {
 		}
 		gotSet := ""
 		if !res.AllNodes() {
-			gotSet = strings.Join(res.NodeNames.UnsortedList(), ",")
+			gotSet = strings.Join(sets.List(res.NodeNames), ",")
 		}
 		if gotSet != tc.wantSet {
 			t.Errorf("%s: node set %q, want %q", name, gotSet, tc.wantSet)

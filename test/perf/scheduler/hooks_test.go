@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 	"sigs.k8s.io/yaml"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/plugins/clusterselector"
 	"github.com/ferry-io/ferry/plugins/registry"
@@ -253,7 +253,7 @@ func verifyPlacement(tCtx ktesting.TContext) error {
 		}
 		where[pod.Namespace][cluster]++
 
-		if virtual && !toleratesVirtualNodes(pod) {
+		if virtual && !placement.ToleratesVirtualNodes(pod.Spec.Tolerations) {
 			report(pod, "a virtual node, but the pod does not tolerate %s", ferryv1alpha1.TaintVirtualNode)
 		}
 		if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {
@@ -327,22 +327,15 @@ func policyViolation(nso *ferryv1alpha1.NamespaceOffloading, node *corev1.Node, 
 		return "a real node, but podOffloadingStrategy is Remote"
 	case strategy == ferryv1alpha1.PodOffloadingLocal && virtual:
 		return "a virtual node, but podOffloadingStrategy is Local"
-	case !virtual || nso.Spec.ClusterSelector == nil || len(nso.Spec.ClusterSelector.NodeSelectorTerms) == 0:
+	case !virtual:
 		return ""
 	}
-	sel, err := nodeaffinity.NewNodeSelector(nso.Spec.ClusterSelector)
+	sel, err := placement.NewClusterSelector(nso.Spec.ClusterSelector)
 	if err != nil {
 		return "the namespace's clusterSelector is invalid: " + err.Error()
 	}
-	if !sel.Match(node) {
+	if !sel.Matches(node) {
 		return "a virtual node the namespace's clusterSelector does not select"
 	}
 	return ""
-}
-
-// toleratesVirtualNodes says whether the pod tolerates the virtual-node
-// taint (ferry.io/virtual-node, no value, NoExecute).
-func toleratesVirtualNodes(pod *corev1.Pod) bool {
-	taint := &corev1.Taint{Key: ferryv1alpha1.TaintVirtualNode, Effect: corev1.TaintEffectNoExecute}
-	return slices.ContainsFunc(pod.Spec.Tolerations, func(t corev1.Toleration) bool { return t.ToleratesTaint(klog.Background(), taint, false) })
 }

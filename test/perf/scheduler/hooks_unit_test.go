@@ -54,24 +54,3 @@ func TestPolicyViolation(t *testing.T) {
 		})
 	}
 }
-
-func TestToleratesVirtualNodes(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		tol  []corev1.Toleration
-		want bool
-	}{
-		{"none", nil, false},
-		{"the taint, Exists", []corev1.Toleration{{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}, true},
-		{"every taint", []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, true},
-		{"another key", []corev1.Toleration{{Key: "other", Operator: corev1.TolerationOpExists}}, false},
-		{"NoSchedule only", []corev1.Toleration{{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pod := &corev1.Pod{Spec: corev1.PodSpec{Tolerations: tc.tol}}
-			if got := toleratesVirtualNodes(pod); got != tc.want {
-				t.Errorf("got %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
