@@ -14,7 +14,7 @@ import (
 // userAnnotations are the ferry.io/ annotations users may set, per kind.
 var userAnnotations = map[string][]string{
 	"Pod":                   {placement.AnnotationPodOffloadingStrategy},
-	"PersistentVolumeClaim": {placement.AnnotationDataGravity},
+	"PersistentVolumeClaim": {placement.AnnotationDataGravity, ferryv1alpha1.AnnotationSkipReflection, ferryv1alpha1.AnnotationAllowReflection},
 }
 
 // ValidateAnnotations checks every ferry.io/ annotation of an object of
@@ -45,6 +45,10 @@ func ValidateAnnotations(kind string, annotations map[string]string, namespaceSt
 		case k == placement.AnnotationDataGravity:
 			if _, err := placement.DataGravity(annotations); err != nil {
 				errs = append(errs, err)
+			}
+		case k == ferryv1alpha1.AnnotationSkipReflection, k == ferryv1alpha1.AnnotationAllowReflection:
+			if v := annotations[k]; v != "true" && v != "false" {
+				errs = append(errs, field.NotSupported(path, v, []string{"true", "false"}))
 			}
 		}
 	}

@@ -34,8 +34,13 @@ func TestValidateAnnotations(t *testing.T) {
 		!strings.Contains(errs[0].Error(), `supported values: "true", "false"`) {
 		t.Errorf("data gravity %q: %v", "yes", errs)
 	}
-	if errs := ValidateAnnotations("PersistentVolumeClaim", map[string]string{placement.AnnotationDataGravity: "true"}, ""); len(errs) != 0 {
+	if errs := ValidateAnnotations("PersistentVolumeClaim", map[string]string{placement.AnnotationDataGravity: "true",
+		ferryv1alpha1.AnnotationSkipReflection: "true", ferryv1alpha1.AnnotationAllowReflection: "false"}, ""); len(errs) != 0 {
 		t.Errorf("valid PVC annotations refused: %v", errs)
+	}
+	if errs := ValidateAnnotations("PersistentVolumeClaim", map[string]string{ferryv1alpha1.AnnotationSkipReflection: "yes"}, ""); len(errs) != 1 ||
+		errs[0].Error() != `metadata.annotations[ferry.io/skip-reflection]: Unsupported value: "yes": supported values: "true", "false"` {
+		t.Errorf("skip-reflection %q: %v", "yes", errs)
 	}
 }
 

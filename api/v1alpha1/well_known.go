@@ -79,4 +79,14 @@ const (
 	// offloaded pod: True once the provider runs it, False with the reason
 	// when the provider cannot (or ferry refuses to) run it.
 	PodConditionOffloaded = "ferry.io/Offloaded"
+
+	// AnnotationSkipReflection, set to "true" on a ConfigMap, Secret,
+	// Service, EndpointSlice, Ingress, ServiceAccount or
+	// PersistentVolumeClaim, keeps it off the providers even when its kind's
+	// policy is DenyList; a copy already there is deleted.
+	AnnotationSkipReflection = "ferry.io/skip-reflection"
+
+	// AnnotationAllowReflection, set to "true", reflects an object whose
+	// kind's policy is AllowList (only objects carrying it are reflected).
+	AnnotationAllowReflection = "ferry.io/allow-reflection"
 )

@@ -20,12 +20,16 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/virtualkubelet/node"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
+	"github.com/ferry-io/ferry/virtualkubelet/reflection"
 )
 
 func main() {
 	var (
 		opts       node.Options
 		kubeconfig string
+		workers    map[string]int
+		policies   map[string]string
+		scope      string
 	)
 	fs := pflag.NewFlagSet("ferry-virtual-kubelet", pflag.ExitOnError)
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the local (consumer) cluster (empty: in-cluster)")
@@ -42,10 +46,32 @@ func main() {
 	fs.StringVar(&opts.NodeIP, "node-ip", "", "address the node advertises for its kubelet API (default: the host of --kubelet-address; required when that is 0.0.0.0 or ::)")
 	fs.StringVar(&opts.KubeletTLSCertFile, "kubelet-tls-cert-file", "", "serving certificate of the kubelet API, reloaded when it changes (default: requested from the cluster with a CertificateSigningRequest to kubernetes.io/kubelet-serving and renewed before expiry)")
 	fs.StringVar(&opts.KubeletTLSKeyFile, "kubelet-tls-key-file", "", "private key of --kubelet-tls-cert-file")
+	fs.StringToIntVar(&workers, "reflection-workers", nil, "workers per reflected kind, e.g. configmaps=8,ingresses=0 (0 disables the kind; kinds: configmaps, secrets, serviceaccounts, services, endpointslices, ingresses, persistentvolumeclaims, events; defaults 4 for the first five listed but serviceaccounts, 2 for the others)")
+	fs.StringToStringVar(&policies, "reflection-policy", nil, "reflection policy per kind, DenyList (default: every object but those annotated ferry.io/skip-reflection=true) or AllowList (only those annotated ferry.io/allow-reflection=true), e.g. secrets=AllowList")
+	fs.Float32Var(&opts.Reflection.ClientQPS, "reflection-client-qps", reflection.DefaultClientQPS, "queries per second the reflection may send to each cluster")
+	fs.IntVar(&opts.Reflection.ClientBurst, "reflection-client-burst", reflection.DefaultClientBurst, "burst of queries the reflection may send to each cluster")
+	fs.DurationVar(&opts.Reflection.ResyncPeriod, "reflection-resync-period", reflection.DefaultResyncPeriod, "how often every reflected object is compared with its provider copy although no change was seen (an equal copy is not written)")
+	fs.StringVar(&scope, "reflection-remote-scope", string(reflection.ScopeAuto), "how provider copies are watched: cluster (one watch per kind; the provider must bind the consumer to the ferry-reflection-reader ClusterRole), namespace (one watch per kind and twin namespace) or auto (cluster when allowed)")
+	fs.StringToStringVar(&opts.Reflection.IngressClasses, "ingress-class-map", nil, "local=provider IngressClass names for reflected Ingresses (*=name for any other class); unmapped classes are dropped, so the provider's default class serves")
+	fs.StringToStringVar(&opts.Reflection.StorageClasses, "storage-class-map", nil, "local=provider StorageClass names for reflected PersistentVolumeClaims (*=name for any other class); unmapped classes are dropped, so the provider's default class serves")
+	fs.DurationVar(&opts.Reflection.TokenExpiration, "service-account-token-expiration", reflection.DefaultTokenExpiration, "lifetime of the consumer service-account tokens handed to offloaded pods (at least 10m); renewed at 80% of it")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
 	_ = fs.Parse(os.Args[1:])
+	opts.Reflection.RemoteScope = reflection.Scope(scope)
+	if len(workers) > 0 {
+		opts.Reflection.Workers = map[reflection.Kind]int{}
+		for k, n := range workers {
+			opts.Reflection.Workers[reflection.Kind(k)] = n
+		}
+	}
+	if len(policies) > 0 {
+		opts.Reflection.Policies = map[reflection.Kind]reflection.Policy{}
+		for k, p := range policies {
+			opts.Reflection.Policies[reflection.Kind(k)] = reflection.Policy(p)
+		}
+	}
 	if !fs.Changed("health-check-timeout") {
 		opts.HealthCheckTimeout = 0 // the default, at most --health-check-period
 	}

@@ -52,6 +52,9 @@ type Config struct {
 	// this long (default 4h); StreamCreationTimeout bounds their setup
 	// (default 30s).
 	StreamIdleTimeout, StreamCreationTimeout time.Duration
+	// Metrics, when set, serves the virtual kubelet's own Prometheus
+	// metrics at /metrics (authorized as nodes/metrics, like a kubelet's).
+	Metrics http.Handler
 }
 
 // Server is the kubelet API of one virtual node.
@@ -154,6 +157,9 @@ func (s *Server) Handler() http.Handler {
 		StreamIdleTimeout:     s.cfg.StreamIdleTimeout,
 		StreamCreationTimeout: s.cfg.StreamCreationTimeout,
 	}, mux, false)
+	if s.cfg.Metrics != nil {
+		mux.Handle("/metrics", s.cfg.Metrics)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	return s.authorize(mux)
 }

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/ferry-io/ferry/virtualkubelet/reflection"
 )
 
 // Defaults of Options' zero fields.
@@ -45,6 +47,10 @@ type Options struct {
 	// cluster (defaults 200 and 400).
 	ClientQPS   float32
 	ClientBurst int
+
+	// Reflection tunes the reflection of the objects offloaded pods need
+	// (ConfigMaps, Secrets, Services, ...) to the provider.
+	Reflection reflection.Options
 
 	// KubeletAddress is where the kubelet API (logs, exec, attach,
 	// port-forward, stats) listens, host:port (default 0.0.0.0:10250; port 0
@@ -135,6 +141,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--node-ip is required when --kubelet-address (%s) listens on every address", d.KubeletAddress))
 	case ip == nil || ip.IsUnspecified():
 		errs = append(errs, fmt.Errorf("--node-ip %q: must be a unicast IP address", d.NodeIP))
+	}
+	if err := d.Reflection.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if (d.KubeletTLSCertFile == "") != (d.KubeletTLSKeyFile == "") {
 		errs = append(errs, errors.New("--kubelet-tls-cert-file and --kubelet-tls-key-file go together"))

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	vknode "github.com/virtual-kubelet/virtual-kubelet/node"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +30,7 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/virtualkubelet/kubeletapi"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
+	"github.com/ferry-io/ferry/virtualkubelet/reflection"
 	"github.com/ferry-io/ferry/virtualkubelet/servingcert"
 )
 
@@ -164,9 +167,11 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	registry := prometheus.NewRegistry()
 	api, err := kubeletapi.New(kubeletapi.Config{
 		NodeName: node.Name, ProviderClusterID: vn.Spec.ClusterID,
 		Local: local, Provider: providerCfg, Listener: listener, Certificate: certs.Current,
+		Metrics: promhttp.HandlerFor(registry, promhttp.HandlerOpts{}),
 	})
 	if err != nil {
 		return err
@@ -182,7 +187,17 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 			Local: local, Provider: providerCfg, NodeName: node.Name,
 			ConsumerClusterID: consumer, ProviderClusterID: vn.Spec.ClusterID,
 			Workers: opts.PodSyncWorkers, ClientQPS: opts.ClientQPS, ClientBurst: opts.ClientBurst,
-			ProviderReady: r.providerReady.Load,
+			ProviderReady:        r.providerReady.Load,
+			ServiceAccountTokens: opts.Reflection.WithDefaults().Workers[reflection.ServiceAccounts] > 0,
+		})
+		cancel()
+	})
+	reflectErr := make(chan error, 1)
+	wg.Go(func() {
+		reflectErr <- reflection.Run(runCtx, reflection.Config{
+			Local: local, Provider: providerCfg, NodeName: node.Name,
+			ConsumerClusterID: consumer, ProviderClusterID: vn.Spec.ClusterID,
+			Options: opts.Reflection, Registry: registry,
 		})
 		cancel()
 	})
@@ -207,6 +222,9 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	}
 	if err := <-offloadErr; err != nil && ctx.Err() == nil {
 		return fmt.Errorf("offload pods of node %s: %w", node.Name, err)
+	}
+	if err := <-reflectErr; err != nil && ctx.Err() == nil {
+		return fmt.Errorf("reflect the objects of node %s's pods: %w", node.Name, err)
 	}
 	r.reportStopped(ctx)
 	logger.Info("Virtual kubelet stopped", "node", node.Name)

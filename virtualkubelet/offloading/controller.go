@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -62,6 +61,11 @@ type Config struct {
 	// RemapPodIP translates remote pod IPs (the network fabric's; identity
 	// when nil).
 	RemapPodIP IPRemapper
+	// ServiceAccountTokens says the reflection keeps a token Secret of each
+	// offloaded pod's consumer service account in its twin namespace
+	// (ServiceAccountTokenSecret): pods mount it instead of the consumer's
+	// projected token, which only a consumer kubelet could fill.
+	ServiceAccountTokens bool
 	// ProviderReady tells whether the provider answers health checks; while
 	// it does not, remote statuses are stale and are not written back, and
 	// every pod is synced again when it returns. Nil: always ready.
@@ -154,7 +158,7 @@ func Run(ctx context.Context, cfg Config) error {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
 	}))
 	podInformer := factory.Core().V1().Pods()
-	_ = podInformer.Informer().SetTransform(dropManagedFields)
+	_ = podInformer.Informer().SetTransform(DropManagedFields)
 	c.pods, c.podIndex = podInformer.Lister(), podInformer.Informer().GetIndexer()
 	enqueuePod := func(o any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {
@@ -169,25 +173,7 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 
 	nsoChanged := make(chan struct{}, 1)
-	signal := func(any) {
-		select {
-		case nsoChanged <- struct{}{}:
-		default:
-		}
-	}
-	nsoStore, nsoInformer := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-				l := &ferryv1alpha1.NamespaceOffloadingList{}
-				return l, localFerry.List(ctx, l, &client.ListOptions{Raw: &opts})
-			},
-			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				return localFerry.Watch(ctx, &ferryv1alpha1.NamespaceOffloadingList{}, &client.ListOptions{Raw: &opts})
-			},
-		},
-		ObjectType: &ferryv1alpha1.NamespaceOffloading{},
-		Handler:    cache.ResourceEventHandlerFuncs{AddFunc: signal, UpdateFunc: func(_, o any) { signal(o) }, DeleteFunc: signal},
-	})
+	nsoStore, nsoInformer := NamespaceOffloadingInformer(localFerry, nsoChanged)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -321,7 +307,7 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		return 0, nil
 	}
 
-	want, err := ShadowPodFor(pod, c.cfg.ConsumerClusterID, t.name)
+	want, err := ShadowPodFor(pod, c.cfg.ConsumerClusterID, t.name, c.cfg.ServiceAccountTokens)
 	if err != nil {
 		return 0, err
 	}

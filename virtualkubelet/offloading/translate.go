@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
@@ -57,10 +58,15 @@ func Refuse(pod *corev1.Pod) *Refusal {
 // Its annotation ferry.io/template-hash is a digest of the template: the
 // template as stored by the provider (defaulted, pruned) need not compare
 // equal to this one, the digest does.
-func ShadowPodFor(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespace string) (*ferryv1alpha1.ShadowPod, error) {
+//
+// With tokens set, the service-account token volume the consumer's admission
+// added is replaced by the Secret the reflection keeps in the twin namespace
+// (ServiceAccountTokenSecret): the pod finds a token of its consumer service
+// account where it expects one. Without, the volume is dropped.
+func ShadowPodFor(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespace string, tokens bool) (*ferryv1alpha1.ShadowPod, error) {
 	template := ferryv1alpha1.ShadowPodTemplate{
 		Metadata: ferryv1alpha1.PodMetadata{Labels: withoutFerryKeys(pod.Labels), Annotations: withoutFerryKeys(pod.Annotations)},
-		Spec:     remoteSpec(&pod.Spec),
+		Spec:     remoteSpec(&pod.Spec, tokens),
 	}
 	raw, err := json.Marshal(template)
 	if err != nil {
@@ -108,13 +114,31 @@ func withoutFerryKeys(in map[string]string) map[string]string {
 	return out
 }
 
+// ServiceAccountTokenSecret names the Secret, in a twin namespace, holding a
+// token of the consumer's service account sa (keys token, ca.crt and
+// namespace, as in the projected volume it replaces).
+func ServiceAccountTokenSecret(sa string) string {
+	const prefix = "ferry-token-"
+	if len(prefix)+len(sa) <= validation.DNS1123SubdomainMaxLength {
+		return prefix + sa
+	}
+	sum := sha256.Sum256([]byte(sa))
+	return prefix + hex.EncodeToString(sum[:16])
+}
+
 // remoteSpec is the pod spec as the provider should run it: no node or
 // consumer scheduling constraints (the provider schedules it afresh), nothing
 // the consumer's admission added that the provider's adds again (priority,
-// overhead, the service account token volume), and the consumer's service
-// account replaced by the provider namespace's default one without a token.
-func remoteSpec(in *corev1.PodSpec) corev1.PodSpec {
+// overhead), and the consumer's service account replaced by the provider
+// namespace's default one without a provider token. The consumer's token
+// volume is dropped, or with tokens set pointed at the Secret holding a
+// token of the consumer service account.
+func remoteSpec(in *corev1.PodSpec, tokens bool) corev1.PodSpec {
 	spec := *in.DeepCopy()
+	serviceAccount := spec.ServiceAccountName
+	if serviceAccount == "" {
+		serviceAccount = remoteServiceAccount
+	}
 	spec.NodeName = ""
 	spec.NodeSelector = nil
 	spec.SchedulerName = ""
@@ -138,6 +162,14 @@ func remoteSpec(in *corev1.PodSpec) corev1.PodSpec {
 	volumes := spec.Volumes[:0]
 	for _, v := range spec.Volumes {
 		if strings.HasPrefix(v.Name, serviceAccountVolumePrefix) && v.Projected != nil {
+			if tokens {
+				mode := v.Projected.DefaultMode
+				v.VolumeSource = corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: ServiceAccountTokenSecret(serviceAccount), DefaultMode: mode,
+				}}
+				volumes = append(volumes, v)
+				continue
+			}
 			dropped[v.Name] = true
 			continue
 		}

@@ -1,6 +1,7 @@
 package offloading
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,7 +50,7 @@ func boundPod() *corev1.Pod {
 func TestShadowPodForStripsWhatOnlyTheConsumerMeans(t *testing.T) {
 	pod := boundPod()
 	before := pod.DeepCopy()
-	sp, err := ShadowPodFor(pod, "home", "shop-home")
+	sp, err := ShadowPodFor(pod, "home", "shop-home", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +92,11 @@ func TestShadowPodForStripsWhatOnlyTheConsumerMeans(t *testing.T) {
 	case len(spec.Containers[0].VolumeMounts) != 1 || spec.Containers[0].VolumeMounts[0].Name != "config" || len(spec.InitContainers[0].VolumeMounts) != 0:
 		t.Errorf("mounts %v / %v: want the token mounts dropped", spec.Containers[0].VolumeMounts, spec.InitContainers[0].VolumeMounts)
 	}
-	if again, _ := ShadowPodFor(pod, "home", "shop-home"); !equality.Semantic.DeepEqual(again, sp) || sp.Annotations[AnnotationTemplateHash] == "" {
+	if again, _ := ShadowPodFor(pod, "home", "shop-home", false); !equality.Semantic.DeepEqual(again, sp) || sp.Annotations[AnnotationTemplateHash] == "" {
 		t.Error("ShadowPodFor is not deterministic: every resync would update the shadow pod")
 	}
 	pod.Labels["tier"] = "gold"
-	if changed, _ := ShadowPodFor(pod, "home", "shop-home"); changed.Annotations[AnnotationTemplateHash] == sp.Annotations[AnnotationTemplateHash] {
+	if changed, _ := ShadowPodFor(pod, "home", "shop-home", false); changed.Annotations[AnnotationTemplateHash] == sp.Annotations[AnnotationTemplateHash] {
 		t.Error("a label change does not change the template hash: it would not reach the provider")
 	}
 }
@@ -126,5 +127,44 @@ func TestRefuse(t *testing.T) {
 				t.Errorf("Refuse = %v, want a refusal naming %s", r, tt.field)
 			}
 		})
+	}
+}
+
+func TestShadowPodForMountsTheReflectedToken(t *testing.T) {
+	pod := boundPod()
+	pod.Spec.Volumes[0].Projected.DefaultMode = new(int32(0o440))
+	sp, err := ShadowPodFor(pod, "home", "shop-home", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sp.Spec.Template.Spec
+	if len(spec.Volumes) != 2 {
+		t.Fatalf("volumes = %v, want the token volume kept (as a Secret) and config", spec.Volumes)
+	}
+	v := spec.Volumes[0]
+	if v.Name != "kube-api-access-abcde" || v.Projected != nil || v.Secret == nil ||
+		v.Secret.SecretName != "ferry-token-web" || v.Secret.DefaultMode == nil || *v.Secret.DefaultMode != 0o440 {
+		t.Errorf("token volume = %+v, want secret ferry-token-web with mode 0440", v)
+	}
+	if m := spec.Containers[0].VolumeMounts; len(m) != 2 || m[0].MountPath != "/var/run/secrets/kubernetes.io/serviceaccount" {
+		t.Errorf("mounts = %v, want the token still mounted where the pod expects it", m)
+	}
+	if spec.ServiceAccountName != remoteServiceAccount || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Errorf("service account %q automount %v: want the provider's default one, without a provider token", spec.ServiceAccountName, spec.AutomountServiceAccountToken)
+	}
+	without, _ := ShadowPodFor(pod, "home", "shop-home", false)
+	if without.Annotations[AnnotationTemplateHash] == sp.Annotations[AnnotationTemplateHash] {
+		t.Error("the template hash does not tell the token volume apart")
+	}
+}
+
+func TestServiceAccountTokenSecret(t *testing.T) {
+	if got := ServiceAccountTokenSecret("web"); got != "ferry-token-web" {
+		t.Errorf("ServiceAccountTokenSecret(web) = %q", got)
+	}
+	long := strings.Repeat("a", 250)
+	got := ServiceAccountTokenSecret(long)
+	if len(got) > 253 || !strings.HasPrefix(got, "ferry-token-") || got == ServiceAccountTokenSecret(long+"b") {
+		t.Errorf("ServiceAccountTokenSecret(250 chars) = %q: want a distinct name of at most 253 characters", got)
 	}
 }

@@ -166,7 +166,7 @@ func (ts *twins) informer(ctx context.Context, namespace, selector string, obj c
 		},
 	}
 	inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
-	_ = inf.SetTransform(dropManagedFields)
+	_ = inf.SetTransform(DropManagedFields)
 	wake := func(o any) {
 		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 			o = d.Obj
@@ -189,13 +189,4 @@ func withSelector(opts metav1.ListOptions, selector string) *metav1.ListOptions 
 	opts.LabelSelector = selector
 	opts.FieldSelector = fields.Everything().String()
 	return &opts
-}
-
-// dropManagedFields trims what the informers keep: a thousand pods' managed
-// fields are most of their size and are never read.
-func dropManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }

@@ -1,0 +1,308 @@
+package reflection
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/virtualkubelet/offloading"
+)
+
+// Config says what to reflect where.
+type Config struct {
+	// Local is the consumer cluster; Provider the provider, with the
+	// consumer's credential.
+	Local, Provider *rest.Config
+	// NodeName is the virtual node standing for the provider.
+	NodeName string
+	// ConsumerClusterID and ProviderClusterID identify the two clusters.
+	ConsumerClusterID, ProviderClusterID ferryv1alpha1.ClusterID
+	// RemapIP translates local pod IPs into the addresses the provider
+	// reaches them at (the network fabric's); identity when nil.
+	RemapIP func(ip string) string
+	// Options tune the reflection.
+	Options Options
+	// Registry receives the reflection's metrics; nil: not exported.
+	Registry prometheus.Registerer
+}
+
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets;services;serviceaccounts;persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
+// +kubebuilder:rbac:groups="",resources=events,verbs=get;create;update;patch
+
+// Run reflects until ctx is done. It returns an error when it cannot start.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Options.Validate(); err != nil {
+		return err
+	}
+	opts := cfg.Options.WithDefaults()
+	logger := klog.FromContext(ctx).WithName("reflection")
+	ctx = klog.NewContext(ctx, logger)
+
+	localCfg, remoteCfg := rest.CopyConfig(cfg.Local), rest.CopyConfig(cfg.Provider)
+	for _, c := range []*rest.Config{localCfg, remoteCfg} {
+		c.QPS, c.Burst = opts.ClientQPS, opts.ClientBurst
+	}
+	local, err := kubernetes.NewForConfig(localCfg)
+	if err != nil {
+		return fmt.Errorf("build client of the local cluster: %w", err)
+	}
+	remote, err := kubernetes.NewForConfig(remoteCfg)
+	if err != nil {
+		return fmt.Errorf("build client of provider %s: %w", cfg.ProviderClusterID, err)
+	}
+	s := runtime.NewScheme()
+	if err := scheme.AddToScheme(s); err != nil {
+		return fmt.Errorf("register API types: %w", err)
+	}
+	if err := ferryv1alpha1.AddToScheme(s); err != nil {
+		return fmt.Errorf("register API types: %w", err)
+	}
+	writer, err := client.New(remoteCfg, client.Options{Scheme: s})
+	if err != nil {
+		return fmt.Errorf("build client of provider %s: %w", cfg.ProviderClusterID, err)
+	}
+	localFerry, err := client.NewWithWatch(localCfg, client.Options{Scheme: s})
+	if err != nil {
+		return fmt.Errorf("build client of the local cluster: %w", err)
+	}
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return fmt.Errorf("register reflection metrics: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: local.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(s, corev1.EventSource{Component: "ferry-virtual-kubelet", Host: cfg.NodeName})
+
+	env := &Env{
+		Consumer: cfg.ConsumerClusterID, NodeName: cfg.NodeName, RemapIP: cfg.RemapIP,
+		IngressClasses: opts.IngressClasses, StorageClasses: opts.StorageClasses,
+	}
+	ns := &namespaces{provider: cfg.ProviderClusterID}
+	localFactory := informers.NewSharedInformerFactory(local, opts.ResyncPeriod)
+	podFactory := informers.NewSharedInformerFactoryWithOptions(local, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "spec.nodeName=" + cfg.NodeName
+	}))
+
+	rs := &remoteSet{client: remote, selector: ferryv1alpha1.LabelOriginCluster + "=" + string(cfg.ConsumerClusterID), kinds: map[Kind]remoteKind{}}
+	reflectors := map[Kind]*reflector{}
+	var ev *eventReflector
+	newReflector := func(kind Kind, t translator, inf cache.SharedIndexInformer) *reflector {
+		r := &reflector{
+			kind: kind, t: t, policy: opts.Policies[kind], workers: opts.Workers[kind], env: env,
+			local: inf, remote: rs, ns: ns, writer: writer, recorder: recorder, metrics: m,
+			queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+				workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "reflection-" + string(kind)}),
+			recreateOnInvalid: kind != PersistentVolumeClaims,
+			queuedAt:          map[types.NamespacedName]time.Time{},
+			written:           map[types.NamespacedName]written{},
+			items:             map[types.NamespacedName]struct{}{},
+		}
+		_ = inf.SetTransform(offloading.DropManagedFields)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    r.onLocal,
+			UpdateFunc: func(_, o any) { r.onLocal(o) },
+			DeleteFunc: r.onLocal,
+		})
+		reflectors[kind] = r
+		return r
+	}
+	var tokens *tokenManager
+	for _, kind := range AllKinds {
+		if opts.Workers[kind] == 0 {
+			logger.Info("Reflection disabled", "kind", kind)
+			continue
+		}
+		switch kind {
+		case ConfigMaps:
+			newReflector(kind, configMapTranslator{}, localFactory.Core().V1().ConfigMaps().Informer())
+			rs.kinds[kind] = remoteKind{resource: corev1.Resource("configmaps"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().ConfigMaps().Informer()
+			}}
+		case Secrets:
+			r := newReflector(kind, secretTranslator{}, localFactory.Core().V1().Secrets().Informer())
+			r.ignoreRemote = isTokenSecret
+		case ServiceAccounts:
+			r := newReflector(kind, serviceAccountTranslator{}, localFactory.Core().V1().ServiceAccounts().Informer())
+			rs.kinds[kind] = remoteKind{resource: corev1.Resource("serviceaccounts"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().ServiceAccounts().Informer()
+			}}
+			tokens = &tokenManager{
+				local: local, writer: writer, remote: rs, env: env, metrics: m, recorder: recorder,
+				expiration: opts.TokenExpiration,
+				pods:       podFactory.Core().V1().Pods().Informer(),
+				rootCAs:    localFactory.Core().V1().ConfigMaps().Informer(),
+				written:    map[types.NamespacedName]*corev1.Secret{},
+			}
+			if err := tokens.setup(r); err != nil {
+				return err
+			}
+			r.afterSync = tokens.sync
+		case Services:
+			newReflector(kind, serviceTranslator{}, localFactory.Core().V1().Services().Informer())
+			rs.kinds[kind] = remoteKind{resource: corev1.Resource("services"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().Services().Informer()
+			}}
+		case EndpointSlices:
+			newReflector(kind, endpointSliceTranslator{}, localFactory.Discovery().V1().EndpointSlices().Informer())
+			rs.kinds[kind] = remoteKind{resource: discoveryv1.Resource("endpointslices"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Discovery().V1().EndpointSlices().Informer()
+			}}
+		case Ingresses:
+			newReflector(kind, ingressTranslator{}, localFactory.Networking().V1().Ingresses().Informer())
+			rs.kinds[kind] = remoteKind{resource: networkingv1.Resource("ingresses"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Networking().V1().Ingresses().Informer()
+			}}
+		case PersistentVolumeClaims:
+			newReflector(kind, pvcTranslator{}, localFactory.Core().V1().PersistentVolumeClaims().Informer())
+			rs.kinds[kind] = remoteKind{resource: corev1.Resource("persistentvolumeclaims"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().PersistentVolumeClaims().Informer()
+			}}
+		case Events:
+			ev = newEventReflector(opts.Workers[kind], cfg.ProviderClusterID, env, local, ns, rs, m, reflectors,
+				podFactory.Core().V1().Pods().Informer())
+			rs.kinds[kind] = remoteKind{resource: corev1.Resource("events"), unlabelled: true, informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+				return f.Core().V1().Events().Informer()
+			}}
+		}
+	}
+	if reflectors[Secrets] != nil || tokens != nil {
+		rs.kinds[Secrets] = remoteKind{resource: corev1.Resource("secrets"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Core().V1().Secrets().Informer()
+		}}
+	}
+	if len(rs.kinds) == 0 {
+		logger.Info("Every kind's reflection is disabled")
+		<-ctx.Done()
+		return nil
+	}
+	rs.onEvent = func(kind Kind, obj any) {
+		if r := reflectors[kind]; r != nil {
+			r.onRemote(obj)
+		}
+		if kind == Secrets && tokens != nil {
+			tokens.onRemote(obj)
+		}
+		if kind == Events && ev != nil {
+			ev.onRemote(obj)
+		}
+	}
+
+	switch opts.RemoteScope {
+	case ScopeCluster:
+		rs.cluster = true
+	case ScopeAuto:
+		resources := make([]schema.GroupResource, 0, len(rs.kinds))
+		for _, rk := range rs.kinds {
+			resources = append(resources, rk.resource)
+		}
+		if rs.cluster, err = clusterWideAllowed(ctx, remote, resources); err != nil {
+			return err
+		}
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer rs.stopAll()
+	if rs.cluster {
+		if err := rs.start(runCtx, ""); err != nil {
+			return err
+		}
+	}
+	nsoChanged := make(chan struct{}, 1)
+	nsoStore, nsoInformer := offloading.NamespaceOffloadingInformer(localFerry, nsoChanged)
+	localFactory.Start(runCtx.Done())
+	podFactory.Start(runCtx.Done())
+	defer localFactory.Shutdown()
+	defer podFactory.Shutdown()
+	wg.Go(func() { nsoInformer.RunWithContext(runCtx) })
+	synced := []cache.InformerSynced{nsoInformer.HasSynced}
+	for _, r := range reflectors {
+		synced = append(synced, r.local.HasSynced)
+	}
+	if tokens != nil {
+		synced = append(synced, tokens.pods.HasSynced, tokens.rootCAs.HasSynced)
+	}
+	if ev != nil {
+		synced = append(synced, ev.pods.HasSynced)
+	}
+	if !cache.WaitForCacheSync(runCtx.Done(), synced...) {
+		return nil
+	}
+	apply := func() {
+		for _, c := range ns.refresh(nsoStore) {
+			if !rs.cluster {
+				if c.added {
+					if err := rs.start(runCtx, c.twin); err != nil {
+						logger.Error(err, "Could not watch the twin namespace", "twinNamespace", c.twin)
+					}
+				} else {
+					rs.stop(c.twin)
+				}
+			}
+			if c.added {
+				logger.Info("Reflecting namespace", "namespace", c.local, "twinNamespace", c.twin)
+				for kind, r := range reflectors {
+					r.enqueueNamespace(c.local)
+					// Copies whose local object went while nobody watched
+					// (a cluster-wide watch saw them before the mapping).
+					for _, o := range rs.list(kind, c.twin) {
+						r.onRemote(o)
+					}
+				}
+			} else {
+				logger.Info("Stopped reflecting namespace", "namespace", c.local, "twinNamespace", c.twin)
+			}
+		}
+	}
+	apply()
+	wg.Go(func() {
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-nsoChanged:
+				apply()
+			}
+		}
+	})
+	for _, r := range reflectors {
+		wg.Go(func() { r.run(runCtx) })
+	}
+	if ev != nil {
+		wg.Go(func() { ev.run(runCtx) })
+	}
+	scope := ScopeNamespace
+	if rs.cluster {
+		scope = ScopeCluster
+	}
+	logger.Info("Reflecting", "provider", cfg.ProviderClusterID, "remoteScope", scope, "workers", opts.Workers)
+	<-runCtx.Done()
+	return nil
+}

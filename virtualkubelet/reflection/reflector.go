@@ -1,0 +1,376 @@
+package reflection
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+// Reasons of the events the reflection records on local objects.
+const (
+	// ReasonReflectionFailed: the provider refused the copy.
+	ReasonReflectionFailed = "ReflectionFailed"
+	// ReasonNameTaken: the twin namespace holds an object of that name
+	// ferry did not make; it is left alone.
+	ReasonNameTaken = "ReflectionNameTaken"
+)
+
+// notSyncedRetry is how soon an object is looked at again while the watch
+// of its twin namespace is still listing.
+const notSyncedRetry = 200 * time.Millisecond
+
+// reflector keeps one kind's local objects equal on the provider.
+type reflector struct {
+	kind     Kind
+	t        translator
+	policy   Policy
+	workers  int
+	env      *Env
+	local    cache.SharedIndexInformer
+	remote   *remoteSet
+	ns       *namespaces
+	writer   client.Client
+	recorder record.EventRecorder
+	metrics  *metrics
+	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// recreateOnInvalid deletes and recreates a copy the provider refuses
+	// to update (an immutable field changed: the local object was
+	// recreated); off for kinds holding data (PVCs).
+	recreateOnInvalid bool
+	// ignoreRemote tells remote objects of this kind that another reflector
+	// owns (the service-account token Secrets).
+	ignoreRemote func(client.Object) bool
+	// afterSync, when set, runs after each successful sync of a key, with
+	// the local object (nil when gone) and whether it is reflected.
+	afterSync func(ctx context.Context, key types.NamespacedName, local client.Object, twin string, reflected bool) (time.Duration, error)
+
+	mu       sync.Mutex
+	queuedAt map[types.NamespacedName]time.Time
+	// written holds what this reflector last wrote, until the informer
+	// catches up, so a change arriving meanwhile is compared with it (and
+	// not created twice).
+	written map[types.NamespacedName]written
+	items   map[types.NamespacedName]struct{}
+}
+
+// written is a copy this reflector wrote or deleted.
+type written struct {
+	obj     client.Object
+	deleted bool
+}
+
+func (r *reflector) enqueue(key types.NamespacedName) {
+	r.mu.Lock()
+	if _, ok := r.queuedAt[key]; !ok {
+		r.queuedAt[key] = time.Now()
+	}
+	r.mu.Unlock()
+	r.queue.Add(key)
+}
+
+func (r *reflector) enqueueAfter(key types.NamespacedName, d time.Duration) {
+	r.queue.AddAfter(key, d)
+}
+
+// onLocal queues a local object's change when its namespace is offloaded.
+func (r *reflector) onLocal(obj any) {
+	key, ok := keyOf(obj)
+	if ok && r.ns.twin(key.Namespace) != "" {
+		r.enqueue(key)
+	}
+}
+
+// onRemote queues the local object a provider copy stands for.
+func (r *reflector) onRemote(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(client.Object)
+	if !ok || (r.ignoreRemote != nil && r.ignoreRemote(o)) {
+		return
+	}
+	if local := r.ns.local(o.GetNamespace()); local != "" {
+		r.enqueue(types.NamespacedName{Namespace: local, Name: o.GetName()})
+	}
+}
+
+// enqueueNamespace queues every local object of namespace.
+func (r *reflector) enqueueNamespace(namespace string) {
+	objs, err := r.local.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	if err != nil {
+		return
+	}
+	for _, o := range objs {
+		if key, ok := keyOf(o); ok {
+			r.enqueue(key)
+		}
+	}
+}
+
+func keyOf(obj any) (types.NamespacedName, bool) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return types.NamespacedName{}, false
+	}
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	return types.NamespacedName{Namespace: ns, Name: name}, err == nil
+}
+
+func (r *reflector) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range r.workers {
+		wg.Go(func() {
+			for r.processNext(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	r.queue.ShutDown()
+	wg.Wait()
+}
+
+func (r *reflector) processNext(ctx context.Context) bool {
+	key, quit := r.queue.Get()
+	if quit {
+		return false
+	}
+	defer r.queue.Done(key)
+	r.metrics.depth.WithLabelValues(string(r.kind)).Set(float64(r.queue.Len()))
+	r.mu.Lock()
+	queued, ok := r.queuedAt[key]
+	delete(r.queuedAt, key)
+	r.mu.Unlock()
+	retry, err := r.sync(ctx, key)
+	if ok {
+		r.metrics.duration.WithLabelValues(string(r.kind)).Observe(time.Since(queued).Seconds())
+	}
+	switch {
+	case err != nil:
+		if ctx.Err() != nil {
+			return true
+		}
+		r.metrics.errors.WithLabelValues(string(r.kind)).Inc()
+		klog.FromContext(ctx).V(1).Info("Reflection failed; will retry", "kind", r.kind, "object", key, "err", err.Error())
+		r.queue.AddRateLimited(key)
+	case retry > 0:
+		r.queue.Forget(key)
+		r.enqueueAfter(key, retry)
+	default:
+		r.queue.Forget(key)
+	}
+	return true
+}
+
+// reflects tells whether the policy lets local be reflected.
+func (r *reflector) reflects(local metav1.Object) bool {
+	a := local.GetAnnotations()
+	if a[ferryv1alpha1.AnnotationSkipReflection] == "true" {
+		return false
+	}
+	return r.policy != AllowList || a[ferryv1alpha1.AnnotationAllowReflection] == "true"
+}
+
+// sync brings the provider's copy of one local object in line. It returns a
+// delay after which to look again when it waits for something no watch
+// reports.
+func (r *reflector) sync(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
+	twin := r.ns.twin(key.Namespace)
+	if twin == "" {
+		// Not (or no longer) offloaded: the twin namespace takes its
+		// copies with it when it goes.
+		r.dropItem(key)
+		return 0, nil
+	}
+	if !r.remote.synced(r.kind, twin) {
+		return notSyncedRetry, nil
+	}
+	var local client.Object
+	if obj, ok, err := r.local.GetIndexer().GetByKey(key.String()); err != nil {
+		return 0, err
+	} else if ok {
+		local = obj.(client.Object)
+	}
+	remoteKey := types.NamespacedName{Namespace: twin, Name: key.Name}
+	remote := r.current(remoteKey)
+
+	var want client.Object
+	if local != nil && local.GetDeletionTimestamp() == nil && r.reflects(local) {
+		w, skip, err := r.t.desired(r.env, local, twin)
+		if err != nil {
+			return 0, err
+		}
+		if skip == "" {
+			want = w
+		} else {
+			klog.FromContext(ctx).V(4).Info("Not reflected", "kind", r.kind, "object", key, "reason", skip)
+		}
+	}
+	var err error
+	switch {
+	case want == nil && remote != nil:
+		err = r.delete(ctx, remoteKey, remote)
+	case want == nil:
+	case remote == nil:
+		err = r.create(ctx, local, remoteKey, want)
+	case !r.t.equal(want, remote):
+		if rc, ok := r.t.(recreator); ok && rc.mustRecreate(want, remote) {
+			klog.FromContext(ctx).V(1).Info("Recreating the copy: an update cannot change it", "kind", r.kind, "object", key)
+			if err := r.delete(ctx, remoteKey, remote); err != nil {
+				return 0, err
+			}
+			return notSyncedRetry, nil
+		}
+		err = r.update(ctx, local, remoteKey, want, remote)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if want != nil {
+		r.setItem(key)
+	} else {
+		r.dropItem(key)
+	}
+	if r.afterSync != nil {
+		return r.afterSync(ctx, key, local, twin, want != nil)
+	}
+	return 0, nil
+}
+
+// current is the provider's copy as last seen by the informer, or as last
+// written by this reflector when that is newer.
+func (r *reflector) current(key types.NamespacedName) client.Object {
+	cached := r.remote.get(r.kind, key.Namespace, key.Name)
+	if cached != nil && r.ignoreRemote != nil && r.ignoreRemote(cached) {
+		cached = nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.written[key]
+	switch {
+	case !ok:
+		return cached
+	case cached != nil && newer(cached, w.obj):
+		// The informer caught up (or someone wrote after us).
+		delete(r.written, key)
+		return cached
+	case w.deleted:
+		if cached == nil {
+			delete(r.written, key)
+		}
+		return nil
+	case cached != nil && cached.GetResourceVersion() == w.obj.GetResourceVersion():
+		delete(r.written, key)
+		return cached
+	}
+	return w.obj
+}
+
+// newer tells whether a's resourceVersion is after b's; resource versions
+// of one resource are comparable integers on every API server ferry
+// supports, and anything else counts as not newer.
+func newer(a, b client.Object) bool {
+	if b == nil {
+		return true
+	}
+	av, err1 := strconv.ParseUint(a.GetResourceVersion(), 10, 64)
+	bv, err2 := strconv.ParseUint(b.GetResourceVersion(), 10, 64)
+	return err1 == nil && err2 == nil && av > bv
+}
+
+func (r *reflector) remember(key types.NamespacedName, obj client.Object, deleted bool) {
+	r.mu.Lock()
+	r.written[key] = written{obj: obj, deleted: deleted}
+	r.mu.Unlock()
+}
+
+func (r *reflector) create(ctx context.Context, local client.Object, key types.NamespacedName, want client.Object) error {
+	err := r.writer.Create(ctx, want)
+	r.metrics.writes.WithLabelValues(string(r.kind), "create").Inc()
+	switch {
+	case err == nil:
+		r.remember(key, want, false)
+		klog.FromContext(ctx).V(2).Info("Reflected", "kind", r.kind, "object", klog.KObj(local), "twinNamespace", key.Namespace)
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		// Not in the (origin-selected) cache: someone else's object.
+		r.recorder.Eventf(local, corev1.EventTypeWarning, ReasonNameTaken,
+			"%s %s/%s exists on the provider and was not made by ferry; it is left alone", r.kind, key.Namespace, key.Name)
+		return nil
+	}
+	r.refused(local, "create", err)
+	return fmt.Errorf("create %s %s: %w", r.kind, key, err)
+}
+
+func (r *reflector) update(ctx context.Context, local client.Object, key types.NamespacedName, want, remote client.Object) error {
+	merged := r.t.merge(want, remote)
+	err := r.writer.Update(ctx, merged)
+	r.metrics.writes.WithLabelValues(string(r.kind), "update").Inc()
+	switch {
+	case err == nil:
+		r.remember(key, merged, false)
+		klog.FromContext(ctx).V(2).Info("Updated reflected object", "kind", r.kind, "object", klog.KObj(local), "twinNamespace", key.Namespace)
+		return nil
+	case apierrors.IsNotFound(err):
+		r.remember(key, remote, true)
+		return fmt.Errorf("update %s %s: gone meanwhile: %w", r.kind, key, err)
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("update %s %s: %w", r.kind, key, err) // retried with the newer copy
+	case apierrors.IsInvalid(err) && r.recreateOnInvalid:
+		klog.FromContext(ctx).Info("Provider refused the update of an immutable field; recreating the copy", "kind", r.kind, "object", klog.KObj(local), "err", err.Error())
+		if err := r.delete(ctx, key, remote); err != nil {
+			return err
+		}
+		return fmt.Errorf("recreate %s %s: deleted, created once the deletion is seen", r.kind, key)
+	}
+	r.refused(local, "update", err)
+	return fmt.Errorf("update %s %s: %w", r.kind, key, err)
+}
+
+func (r *reflector) delete(ctx context.Context, key types.NamespacedName, remote client.Object) error {
+	uid := remote.GetUID()
+	err := r.writer.Delete(ctx, remote, client.Preconditions{UID: &uid})
+	r.metrics.writes.WithLabelValues(string(r.kind), "delete").Inc()
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s %s: %w", r.kind, key, err)
+	}
+	r.remember(key, remote, true)
+	klog.FromContext(ctx).V(2).Info("Removed reflected object", "kind", r.kind, "twinNamespace", key.Namespace, "name", key.Name)
+	return nil
+}
+
+// refused records why the provider refused a write, on the local object.
+func (r *reflector) refused(local client.Object, verb string, err error) {
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) {
+		r.recorder.Eventf(local, corev1.EventTypeWarning, ReasonReflectionFailed, "provider refused to %s the copy: %v", verb, err)
+	}
+}
+
+func (r *reflector) setItem(key types.NamespacedName) {
+	r.mu.Lock()
+	r.items[key] = struct{}{}
+	n := len(r.items)
+	r.mu.Unlock()
+	r.metrics.items.WithLabelValues(string(r.kind)).Set(float64(n))
+}
+
+func (r *reflector) dropItem(key types.NamespacedName) {
+	r.mu.Lock()
+	delete(r.items, key)
+	n := len(r.items)
+	r.mu.Unlock()
+	r.metrics.items.WithLabelValues(string(r.kind)).Set(float64(n))
+}

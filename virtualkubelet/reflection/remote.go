@@ -1,0 +1,181 @@
+package reflection
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ferry-io/ferry/virtualkubelet/offloading"
+)
+
+// remoteKind is how one kind is watched on the provider.
+type remoteKind struct {
+	resource schema.GroupResource
+	informer func(informers.SharedInformerFactory) cache.SharedIndexInformer
+	// unlabelled kinds (events) cannot be selected by ferry's origin label.
+	unlabelled bool
+}
+
+// remoteSet watches the provider's copies: cluster-wide when cluster is
+// set, otherwise one set of informers per twin namespace.
+type remoteSet struct {
+	client   kubernetes.Interface
+	selector string
+	cluster  bool
+	kinds    map[Kind]remoteKind
+	// onEvent is called with every add, update and delete the informers
+	// see (a delete may bring a cache.DeletedFinalStateUnknown).
+	onEvent func(kind Kind, obj any)
+
+	mu    sync.RWMutex
+	units map[string]*remoteUnit // by twin namespace, or "" when cluster-wide
+}
+
+type remoteUnit struct {
+	informers map[Kind]cache.SharedIndexInformer
+	cancel    context.CancelFunc
+	factories []informers.SharedInformerFactory
+}
+
+// start begins watching namespace ("" for every namespace).
+func (s *remoteSet) start(ctx context.Context, namespace string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.units == nil {
+		s.units = map[string]*remoteUnit{}
+	}
+	if _, ok := s.units[namespace]; ok {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	labelled := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = s.selector }))
+	unlabelled := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithNamespace(namespace))
+	u := &remoteUnit{informers: map[Kind]cache.SharedIndexInformer{}, cancel: cancel, factories: []informers.SharedInformerFactory{labelled, unlabelled}}
+	for kind, rk := range s.kinds {
+		f := labelled
+		if rk.unlabelled {
+			f = unlabelled
+		}
+		inf := rk.informer(f)
+		if err := inf.SetTransform(offloading.DropManagedFields); err != nil {
+			cancel()
+			return fmt.Errorf("watch %s on the provider: %w", rk.resource, err)
+		}
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { s.onEvent(kind, o) },
+			UpdateFunc: func(_, o any) { s.onEvent(kind, o) },
+			DeleteFunc: func(o any) { s.onEvent(kind, o) },
+		}); err != nil {
+			cancel()
+			return fmt.Errorf("watch %s on the provider: %w", rk.resource, err)
+		}
+		u.informers[kind] = inf
+	}
+	labelled.Start(ctx.Done())
+	unlabelled.Start(ctx.Done())
+	s.units[namespace] = u
+	return nil
+}
+
+// stop ends the watches of namespace.
+func (s *remoteSet) stop(namespace string) {
+	s.mu.Lock()
+	u := s.units[namespace]
+	delete(s.units, namespace)
+	s.mu.Unlock()
+	if u != nil {
+		u.cancel()
+		for _, f := range u.factories {
+			f.Shutdown()
+		}
+	}
+}
+
+// stopAll ends every watch.
+func (s *remoteSet) stopAll() {
+	s.mu.RLock()
+	names := make([]string, 0, len(s.units))
+	for n := range s.units {
+		names = append(names, n)
+	}
+	s.mu.RUnlock()
+	for _, n := range names {
+		s.stop(n)
+	}
+}
+
+func (s *remoteSet) informer(kind Kind, twin string) cache.SharedIndexInformer {
+	unit := twin
+	if s.cluster {
+		unit = ""
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if u := s.units[unit]; u != nil {
+		return u.informers[kind]
+	}
+	return nil
+}
+
+// get is the provider's object of kind named name in twin, or nil.
+func (s *remoteSet) get(kind Kind, twin, name string) client.Object {
+	inf := s.informer(kind, twin)
+	if inf == nil {
+		return nil
+	}
+	obj, ok, _ := inf.GetIndexer().GetByKey(twin + "/" + name)
+	if !ok {
+		return nil
+	}
+	return obj.(client.Object)
+}
+
+// synced tells whether kind's watch covering twin has listed.
+func (s *remoteSet) synced(kind Kind, twin string) bool {
+	inf := s.informer(kind, twin)
+	return inf != nil && inf.HasSynced()
+}
+
+// list is every cached object of kind in twin.
+func (s *remoteSet) list(kind Kind, twin string) []client.Object {
+	inf := s.informer(kind, twin)
+	if inf == nil {
+		return nil
+	}
+	objs, _ := inf.GetIndexer().ByIndex(cache.NamespaceIndex, twin)
+	out := make([]client.Object, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(client.Object))
+	}
+	return out
+}
+
+// clusterWideAllowed asks the provider whether the consumer may list and
+// watch every resource cluster-wide.
+func clusterWideAllowed(ctx context.Context, c kubernetes.Interface, resources []schema.GroupResource) (bool, error) {
+	for _, gr := range resources {
+		for _, verb := range []string{"list", "watch"} {
+			review, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Verb: verb, Group: gr.Group, Resource: gr.Resource,
+				}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return false, fmt.Errorf("ask the provider whether the consumer may %s %s cluster-wide: %w", verb, gr, err)
+			}
+			if !review.Status.Allowed {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
