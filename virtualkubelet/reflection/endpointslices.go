@@ -10,8 +10,19 @@ import (
 )
 
 // endpointSliceManager is the managed-by label of the EndpointSlices ferry
-// writes: the provider's EndpointSlice controller leaves them alone.
-const endpointSliceManager = "ferry.io/virtual-kubelet"
+// writes: the provider's EndpointSlice controller leaves them alone. A label
+// value, so no "/" (the API server refuses "ferry.io/virtual-kubelet"); named
+// like the Kubernetes controllers' ("endpointslice-controller.k8s.io").
+const endpointSliceManager = "virtual-kubelet.ferry.io"
+
+// notFerrysEndpointSlice tells the provider's own slices among those
+// carrying ferry's origin labels: its EndpointSlice controller copies a
+// Service's labels onto the slices it makes for it, so the slices of a
+// reflected Service with a selector look like copies. They are not ferry's
+// to repair or delete.
+func notFerrysEndpointSlice(o client.Object) bool {
+	return o.GetLabels()[discoveryv1.LabelManagedBy] != endpointSliceManager
+}
 
 // endpointSliceTranslator reflects the EndpointSlices of Services (IPv4 and
 // IPv6 ones), so offloaded pods reach the local pods behind a Service by its

@@ -168,7 +168,8 @@ func Run(ctx context.Context, cfg Config) error {
 				return f.Core().V1().Services().Informer()
 			}}
 		case EndpointSlices:
-			newReflector(kind, endpointSliceTranslator{}, localFactory.Discovery().V1().EndpointSlices().Informer())
+			r := newReflector(kind, endpointSliceTranslator{}, localFactory.Discovery().V1().EndpointSlices().Informer())
+			r.ignoreRemote = notFerrysEndpointSlice
 			rs.kinds[kind] = remoteKind{resource: discoveryv1.Resource("endpointslices"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Discovery().V1().EndpointSlices().Informer()
 			}}

@@ -55,7 +55,9 @@ type reflector struct {
 	// owns (the service-account token Secrets).
 	ignoreRemote func(client.Object) bool
 	// afterSync, when set, runs after each successful sync of a key, with
-	// the local object (nil when gone) and whether it is reflected.
+	// the local object (nil when gone) and whether the policy reflects it
+	// (its translator may still skip the copy: the default service account
+	// has no copy, its token Secret is kept all the same).
 	afterSync func(ctx context.Context, key types.NamespacedName, local client.Object, twin string, reflected bool) (time.Duration, error)
 
 	mu       sync.Mutex
@@ -208,7 +210,8 @@ func (r *reflector) sync(ctx context.Context, key types.NamespacedName) (time.Du
 	remote := r.current(remoteKey)
 
 	var want client.Object
-	if local != nil && local.GetDeletionTimestamp() == nil && r.reflects(local) {
+	allowed := local != nil && local.GetDeletionTimestamp() == nil && r.reflects(local)
+	if allowed {
 		w, skip, err := r.t.desired(r.env, local, twin)
 		if err != nil {
 			return 0, err
@@ -245,7 +248,7 @@ func (r *reflector) sync(ctx context.Context, key types.NamespacedName) (time.Du
 		r.dropItem(key)
 	}
 	if r.afterSync != nil {
-		return r.afterSync(ctx, key, local, twin, want != nil)
+		return r.afterSync(ctx, key, local, twin, allowed)
 	}
 	return 0, nil
 }

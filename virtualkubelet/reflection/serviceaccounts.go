@@ -26,11 +26,17 @@ import (
 // secrets (reflected as Secrets). Its token secrets are the consumer's and
 // are not copied; the provider mounts no provider token for it
 // (automountServiceAccountToken false): offloaded pods get a consumer token
-// from the tokenManager instead.
+// from the tokenManager instead. The default service account is the
+// provider's own: it is not copied.
 type serviceAccountTranslator struct{}
 
 func (serviceAccountTranslator) desired(env *Env, local client.Object, twin string) (client.Object, string, error) {
 	sa := local.(*corev1.ServiceAccount)
+	if sa.Name == defaultServiceAccount {
+		// Offloaded pods run as it on the provider, with the token Secret of
+		// the consumer's (the tokenManager keeps it all the same).
+		return nil, "the provider makes its own default service account in every namespace", nil
+	}
 	return &corev1.ServiceAccount{
 		ObjectMeta:                   remoteMeta(env, sa, twin),
 		ImagePullSecrets:             sa.ImagePullSecrets,
@@ -63,6 +69,10 @@ func (serviceAccountTranslator) merge(want, remote client.Object) client.Object 
 	out.AutomountServiceAccountToken = w.AutomountServiceAccountToken
 	return out
 }
+
+// defaultServiceAccount is the service account every namespace gets, on
+// the provider too: it is not reflected.
+const defaultServiceAccount = "default"
 
 // Keys of a service-account token Secret in a twin namespace.
 const (
@@ -169,7 +179,7 @@ func serviceAccountOf(pod *corev1.Pod) string {
 	if pod.Spec.ServiceAccountName != "" {
 		return pod.Spec.ServiceAccountName
 	}
-	return "default"
+	return defaultServiceAccount
 }
 
 // onRemote wakes the service account of a token Secret that changed on the
