@@ -92,6 +92,10 @@ bench-webhook: testbed ## Pod creation with and without ferry's pod webhooks, al
 bench-offload: testbed ## N pods offloaded vs. N pods direct in the provider (PODS=1000 CONCURRENCY=32); ends with a RESULT line.
 	$(GO) run ./test/cmd/bench-offload -pods $(PODS) -concurrency $(CONCURRENCY)
 
+.PHONY: bench-reflection
+bench-reflection: testbed ## Reflection of 1000 ConfigMaps, 1000 Secrets, 200 Services into 10 twin namespaces, both remote scopes: time to reflect all, update p50/p99, writes per object and on idle resyncs, open watches with 1/10/50 namespaces (≈ 2 min); ends with RESULT lines.
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkReflection$$' -benchtime 1x -timeout 30m ./test/perf/reflection/
+
 .PHONY: bench-scheduler
 bench-scheduler: testbed ## scheduler_perf, 5000 nodes / 10000 pods: ferry profile vs. default, ferry placement vs. NodeAffinity (SCHED_PERF_COUNT=1: ~8 min); ends with RESULT lines.
 	mkdir -p $(SCHED_PERF_DIR)

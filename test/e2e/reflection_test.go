@@ -667,16 +667,42 @@ var _ = Describe("Reflection", Label("reflection"), Ordered, func() {
 			g.Expect(local.Message).To(Equal("seen twice on the provider"))
 		}).Should(Succeed())
 
-		By("an offloaded pod's events")
+		By("an offloaded pod's events, but for the provider scheduler's placement")
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "evented-pod", Namespace: ns, Labels: map[string]string{"app": "evented-pod"}}, Spec: remotePodSpec()}
 		Expect(consumer.Client.Create(ctx, pod)).To(Succeed())
+		var remotePod corev1.Pod
 		eventually(ctx, func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(provider.Client.List(ctx, &pods, client.InNamespace(twin), client.MatchingLabels{"app": "evented-pod"})).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(1))
+			g.Expect(pods.Items[0].Spec.NodeName).NotTo(BeEmpty())
+			remotePod = pods.Items[0]
+		}).Should(Succeed())
+		podEvent := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Name: "evented-pod.e2e", Namespace: twin},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: twin, Name: remotePod.Name, UID: remotePod.UID, FieldPath: "spec.containers{app}"},
+			Reason:         "Pulled", Message: "image pulled on the provider", Type: corev1.EventTypeNormal,
+			Source: corev1.EventSource{Component: "kubelet", Host: remotePod.Spec.NodeName}, FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		}
+		Expect(provider.Client.Create(ctx, podEvent)).To(Succeed())
+		podEvents := func(g Gomega) []corev1.Event {
 			var events corev1.EventList
 			g.Expect(consumer.Client.List(ctx, &events, client.InNamespace(ns), client.MatchingLabels{ferryv1alpha1.LabelOriginCluster: "provider"})).To(Succeed())
-			g.Expect(events.Items).To(ContainElement(And(
-				HaveField("InvolvedObject.Kind", "Pod"), HaveField("InvolvedObject.Name", "evented-pod"),
-				HaveField("InvolvedObject.UID", pod.UID), HaveField("Reason", "Scheduled"))), "the provider's scheduler placed it")
+			var out []corev1.Event
+			for _, e := range events.Items {
+				if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == "evented-pod" {
+					out = append(out, e)
+				}
+			}
+			return out
+		}
+		eventually(ctx, func(g Gomega) {
+			g.Expect(podEvents(g)).To(ContainElement(And(HaveField("InvolvedObject.UID", pod.UID), HaveField("Reason", "Pulled"),
+				HaveField("InvolvedObject.FieldPath", "spec.containers{app}"), HaveField("Source.Host", virtualNode))))
 		}).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(podEvents(g)).NotTo(ContainElement(HaveField("Reason", "Scheduled")), "the provider scheduler's placement stays there")
+		}).WithContext(ctx).WithTimeout(2 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		Expect(consumer.Client.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
 		Expect(consumer.Client.Delete(ctx, cm)).To(Succeed())
 	})

@@ -181,6 +181,8 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	wg.Go(func() { informer.RunWithContext(runCtx) })
 	wg.Go(func() { r.probeLoop(runCtx, prober, probes) })
 	wg.Go(func() { r.loop(runCtx, nc.Ready(), informer.HasSynced, probes) })
+	// The node's pods, cached once for the offloading and the reflection.
+	nodePods := offloading.NodePodInformerFactory(kube, node.Name)
 	offloadErr := make(chan error, 1)
 	wg.Go(func() {
 		offloadErr <- offloading.Run(runCtx, offloading.Config{
@@ -189,6 +191,7 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 			Workers: opts.PodSyncWorkers, ClientQPS: opts.ClientQPS, ClientBurst: opts.ClientBurst,
 			ProviderReady:        r.providerReady.Load,
 			ServiceAccountTokens: opts.Reflection.WithDefaults().Workers[reflection.ServiceAccounts] > 0,
+			NodePods:             nodePods,
 		})
 		cancel()
 	})
@@ -197,7 +200,7 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 		reflectErr <- reflection.Run(runCtx, reflection.Config{
 			Local: local, Provider: providerCfg, NodeName: node.Name,
 			ConsumerClusterID: consumer, ProviderClusterID: vn.Spec.ClusterID,
-			Options: opts.Reflection, Registry: registry,
+			Options: opts.Reflection, Registry: registry, NodePods: nodePods,
 		})
 		cancel()
 	})

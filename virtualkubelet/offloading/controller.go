@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,6 +58,10 @@ type Config struct {
 	// (defaults 200 and 400).
 	ClientQPS   float32
 	ClientBurst int
+	// NodePods, when set, is the informer factory of the node's pods
+	// (NodePodInformerFactory), shared with the reflection so the pods are
+	// cached once; nil: one of its own.
+	NodePods informers.SharedInformerFactory
 	// RemapPodIP translates remote pod IPs (the network fabric's; identity
 	// when nil).
 	RemapPodIP IPRemapper
@@ -125,6 +129,9 @@ func Run(ctx context.Context, cfg Config) error {
 	localCfg, remoteCfg := rest.CopyConfig(cfg.Local), rest.CopyConfig(cfg.Provider)
 	for _, c := range []*rest.Config{localCfg, remoteCfg} {
 		c.QPS, c.Burst = cfg.ClientQPS, cfg.ClientBurst
+		// One bucket per cluster: each client (and controller-runtime's
+		// client per kind) would otherwise get its own.
+		c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.QPS, c.Burst)
 	}
 	local, err := kubernetes.NewForConfig(localCfg)
 	if err != nil {
@@ -154,11 +161,11 @@ func Run(ctx context.Context, cfg Config) error {
 	c.twins = &twins{provider: cfg.ProviderClusterID, consumer: cfg.ConsumerClusterID, remote: remote,
 		enqueue: c.queue.Add, namespaceChanged: c.enqueueNamespace}
 
-	factory := informers.NewSharedInformerFactoryWithOptions(local, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
-	}))
+	factory := cfg.NodePods
+	if factory == nil {
+		factory = NodePodInformerFactory(local, cfg.NodeName)
+	}
 	podInformer := factory.Core().V1().Pods()
-	_ = podInformer.Informer().SetTransform(DropManagedFields)
 	c.pods, c.podIndex = podInformer.Lister(), podInformer.Informer().GetIndexer()
 	enqueuePod := func(o any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {

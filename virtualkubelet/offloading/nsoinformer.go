@@ -4,8 +4,11 @@ import (
 	"context"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,4 +47,18 @@ func DropManagedFields(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// NodePodInformerFactory is an informer factory of the pods bound to node:
+// the offloading and the reflection share its pod informer. Whoever uses it
+// starts it; the informer stops when the first stop channel it was started
+// with closes.
+func NodePodInformerFactory(c kubernetes.Interface, node string) informers.SharedInformerFactory {
+	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+	}))
+	// Set here, before anyone can start it: a thousand pods' managed
+	// fields are most of their size and are never read.
+	_ = f.Core().V1().Pods().Informer().SetTransform(DropManagedFields)
+	return f
 }

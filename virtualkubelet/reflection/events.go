@@ -26,6 +26,9 @@ var involvedKinds = map[string]Kind{
 	"Ingress": Ingresses, "ServiceAccount": ServiceAccounts, "PersistentVolumeClaim": PersistentVolumeClaims,
 }
 
+// reasonScheduled is the scheduler's reason for a pod's placement.
+const reasonScheduled = "Scheduled"
+
 // eventReflector brings the provider's Events about offloaded pods (and
 // their ShadowPods) and reflected objects back to the consumer, about the
 // local objects, so `kubectl describe` shows what happens remotely.
@@ -163,6 +166,12 @@ func (e *eventReflector) translate(ev *corev1.Event, localNS string) *corev1.Eve
 	var uid types.UID
 	switch involved.Kind {
 	case "Pod", "ShadowPod":
+		if ev.Reason == reasonScheduled {
+			// The provider scheduler's placement on a provider node: the
+			// local pod has its own, and one write per offloaded pod buys
+			// nothing.
+			return nil
+		}
 		obj, ok, _ := e.pods.GetIndexer().GetByKey(localNS + "/" + involved.Name)
 		if !ok {
 			return nil

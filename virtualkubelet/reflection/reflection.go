@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +43,10 @@ type Config struct {
 	RemapIP func(ip string) string
 	// Options tune the reflection.
 	Options Options
+	// NodePods, when set, is the informer factory of the node's pods
+	// (offloading.NodePodInformerFactory), shared with the pod offloading;
+	// nil: one of its own.
+	NodePods informers.SharedInformerFactory
 	// Registry receives the reflection's metrics; nil: not exported.
 	Registry prometheus.Registerer
 }
@@ -65,6 +69,9 @@ func Run(ctx context.Context, cfg Config) error {
 	localCfg, remoteCfg := rest.CopyConfig(cfg.Local), rest.CopyConfig(cfg.Provider)
 	for _, c := range []*rest.Config{localCfg, remoteCfg} {
 		c.QPS, c.Burst = opts.ClientQPS, opts.ClientBurst
+		// One bucket per cluster: each client (and controller-runtime's
+		// client per kind) would otherwise get its own.
+		c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.QPS, c.Burst)
 	}
 	local, err := kubernetes.NewForConfig(localCfg)
 	if err != nil {
@@ -104,9 +111,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	ns := &namespaces{provider: cfg.ProviderClusterID}
 	localFactory := informers.NewSharedInformerFactory(local, opts.ResyncPeriod)
-	podFactory := informers.NewSharedInformerFactoryWithOptions(local, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "spec.nodeName=" + cfg.NodeName
-	}))
+	podFactory := cfg.NodePods
+	if podFactory == nil {
+		podFactory = offloading.NodePodInformerFactory(local, cfg.NodeName)
+	}
 
 	rs := &remoteSet{client: remote, selector: ferryv1alpha1.LabelOriginCluster + "=" + string(cfg.ConsumerClusterID), kinds: map[Kind]remoteKind{}}
 	reflectors := map[Kind]*reflector{}

@@ -364,16 +364,16 @@ func (r *reflector) refused(local client.Object, verb string, err error) {
 
 func (r *reflector) setItem(key types.NamespacedName) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.items[key] = struct{}{}
-	n := len(r.items)
-	r.mu.Unlock()
-	r.metrics.items.WithLabelValues(string(r.kind)).Set(float64(n))
+	// Set under the lock: workers setting it out of order would leave a
+	// stale count.
+	r.metrics.items.WithLabelValues(string(r.kind)).Set(float64(len(r.items)))
 }
 
 func (r *reflector) dropItem(key types.NamespacedName) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	delete(r.items, key)
-	n := len(r.items)
-	r.mu.Unlock()
-	r.metrics.items.WithLabelValues(string(r.kind)).Set(float64(n))
+	r.metrics.items.WithLabelValues(string(r.kind)).Set(float64(len(r.items)))
 }
