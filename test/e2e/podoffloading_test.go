@@ -129,16 +129,7 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), out)
 
 		ns = framework.CreateNamespace(ctx, consumer, "shop")
-		Expect(consumer.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
-			ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: ns},
-			Spec:       ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote},
-		})).To(Succeed())
-		Eventually(func(g Gomega) {
-			var nso ferryv1alpha1.NamespaceOffloading
-			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
-			g.Expect(nso.Status.Clusters).To(ConsistOf(And(HaveField("ClusterID", ferryv1alpha1.ClusterID("provider")), HaveField("Phase", ferryv1alpha1.OffloadingReady))))
-			twin = nso.Status.Clusters[0].TwinNamespace
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		twin = framework.OffloadNamespace(ctx, consumer, ns, "provider")
 	})
 
 	It("runs a 50-pod Deployment remotely, Running locally with the remote statuses, and converges on scale, update and delete", func(ctx context.Context) {

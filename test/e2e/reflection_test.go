@@ -164,41 +164,16 @@ var _ = Describe("Reflection", Label("reflection"), Ordered, func() {
 	})
 
 	BeforeAll(func(ctx context.Context) {
-		clusters := framework.StartClusters(ctx,
-			testbed.Options{Name: "consumer", ControllerManager: true, Scheduler: true, Kwok: true, Nodes: []testbed.NodePool{{Name: "local", Count: 1}}},
-			testbed.Options{Name: "provider", ControllerManager: true, Scheduler: true, Kwok: true,
-				Nodes: []testbed.NodePool{{Name: "worker", Count: 2, CPU: "32", Memory: "128Gi", Pods: 250}}},
-		)
-		consumer, provider = clusters[0], clusters[1]
-		for _, c := range clusters {
-			framework.ApplyManifests(ctx, c, "base")
-		}
-		health := vknode.Options{HealthCheckPeriod: 500 * time.Millisecond, HealthCheckTimeout: 400 * time.Millisecond, FailureThreshold: 3}
-		withReflection := health
-		withReflection.Reflection = reflection.Options{
+		consumer, provider = startPeeredForReflection(ctx, 2, reflection.Options{
 			ResyncPeriod: resync,
 			// Ingresses are opt-in: exposing a consumer's Ingress on the
 			// provider is the provider's business.
 			Policies:       map[reflection.Kind]reflection.Policy{reflection.Ingresses: reflection.AllowList},
 			IngressClasses: map[string]string{"nginx": "provider-nginx"},
 			StorageClasses: map[string]string{"fast": "provider-fast"},
-		}
-		framework.StartFerry(ctx, consumer, "consumer", framework.FerryOptions{Health: withReflection})
-		framework.StartFerry(ctx, provider, "provider", framework.FerryOptions{Health: health})
-		out, err := ferryctl(ctx, "peer", "--consumer-kubeconfig", consumer.KubeconfigPath, "--provider-kubeconfig", provider.KubeconfigPath, "--timeout", "90s")
-		Expect(err).NotTo(HaveOccurred(), out)
-
+		}, nil)
 		ns = framework.CreateNamespace(ctx, consumer, "shop")
-		Expect(consumer.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
-			ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: ns},
-			Spec:       ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote},
-		})).To(Succeed())
-		Eventually(func(g Gomega) {
-			var nso ferryv1alpha1.NamespaceOffloading
-			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
-			g.Expect(nso.Status.Clusters).To(ConsistOf(And(HaveField("ClusterID", ferryv1alpha1.ClusterID("provider")), HaveField("Phase", ferryv1alpha1.OffloadingReady))))
-			twin = nso.Status.Clusters[0].TwinNamespace
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		twin = framework.OffloadNamespace(ctx, consumer, ns, "provider")
 		// Pods are refused until the namespace's default service account
 		// exists; the root CA ConfigMaps are published on both sides.
 		eventually(ctx, func(g Gomega) {
@@ -882,16 +857,7 @@ var _ = Describe("Reflection with a cluster-wide watch", Label("reflection"), Or
 
 	offload := func(ctx context.Context, ns string) {
 		GinkgoHelper()
-		Expect(consumer.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
-			ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: ns},
-			Spec:       ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote},
-		})).To(Succeed())
-		Eventually(func(g Gomega) {
-			var nso ferryv1alpha1.NamespaceOffloading
-			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
-			g.Expect(nso.Status.Clusters).To(ConsistOf(And(HaveField("ClusterID", ferryv1alpha1.ClusterID("provider")), HaveField("Phase", ferryv1alpha1.OffloadingReady))))
-			twins[ns] = nso.Status.Clusters[0].TwinNamespace
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		twins[ns] = framework.OffloadNamespace(ctx, consumer, ns, "provider")
 	}
 	remoteConfigMap := func(ctx context.Context, g Gomega, ns, name string) *corev1.ConfigMap {
 		var cm corev1.ConfigMap
@@ -900,31 +866,18 @@ var _ = Describe("Reflection with a cluster-wide watch", Label("reflection"), Or
 	}
 
 	BeforeAll(func(ctx context.Context) {
-		clusters := framework.StartClusters(ctx,
-			testbed.Options{Name: "consumer", ControllerManager: true, Scheduler: true, Kwok: true, Nodes: []testbed.NodePool{{Name: "local", Count: 1}}},
-			testbed.Options{Name: "provider", ControllerManager: true, Scheduler: true, Kwok: true,
-				Nodes: []testbed.NodePool{{Name: "worker", Count: 1, CPU: "32", Memory: "128Gi", Pods: 250}}},
-		)
-		consumer, provider = clusters[0], clusters[1]
-		for _, c := range clusters {
-			framework.ApplyManifests(ctx, c, "base")
-		}
-		// The provider trusts this consumer with the cluster-wide read
-		// role, before peering: its virtual kubelet (remote scope auto)
-		// finds the grant when it starts.
-		Expect(provider.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "ferry-reflection-reader-consumer"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "ferry-reflection-reader"},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: peering.TenantNamespace("consumer"),
-				Name: peering.ConsumerServiceAccount}},
-		})).To(Succeed())
-		health := vknode.Options{HealthCheckPeriod: 500 * time.Millisecond, HealthCheckTimeout: 400 * time.Millisecond, FailureThreshold: 3}
-		withReflection := health
-		withReflection.Reflection = reflection.Options{ResyncPeriod: 2 * time.Second, RemoteScope: reflection.ScopeAuto}
-		framework.StartFerry(ctx, consumer, "consumer", framework.FerryOptions{Health: withReflection})
-		framework.StartFerry(ctx, provider, "provider", framework.FerryOptions{Health: health})
-		out, err := ferryctl(ctx, "peer", "--consumer-kubeconfig", consumer.KubeconfigPath, "--provider-kubeconfig", provider.KubeconfigPath, "--timeout", "90s")
-		Expect(err).NotTo(HaveOccurred(), out)
+		consumer, provider = startPeeredForReflection(ctx, 1, reflection.Options{ResyncPeriod: 2 * time.Second, RemoteScope: reflection.ScopeAuto},
+			func(provider *testbed.Cluster) {
+				// The provider trusts this consumer with the cluster-wide
+				// read role, before peering: its virtual kubelet (remote
+				// scope auto) finds the grant when it starts.
+				Expect(provider.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+					ObjectMeta: metav1.ObjectMeta{Name: "ferry-reflection-reader-consumer"},
+					RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "ferry-reflection-reader"},
+					Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: peering.TenantNamespace("consumer"),
+						Name: peering.ConsumerServiceAccount}},
+				})).To(Succeed())
+			})
 		shop, bar = framework.CreateNamespace(ctx, consumer, "shop"), framework.CreateNamespace(ctx, consumer, "bar")
 		offload(ctx, shop)
 		offload(ctx, bar)
@@ -998,3 +951,30 @@ var _ = Describe("Reflection with a cluster-wide watch", Label("reflection"), Or
 		}).WithContext(ctx).WithTimeout(timeout).WithPolling(polling).Should(Succeed())
 	})
 })
+
+// startPeeredForReflection starts a consumer and a provider (with workers
+// kwok nodes), ferry on both, the consumer's virtual kubelet reflecting with
+// opts, runs beforePeering (when set) on the provider, and peers them.
+func startPeeredForReflection(ctx context.Context, workers int, opts reflection.Options, beforePeering func(provider *testbed.Cluster)) (consumer, provider *testbed.Cluster) {
+	GinkgoHelper()
+	clusters := framework.StartClusters(ctx,
+		testbed.Options{Name: "consumer", ControllerManager: true, Scheduler: true, Kwok: true, Nodes: []testbed.NodePool{{Name: "local", Count: 1}}},
+		testbed.Options{Name: "provider", ControllerManager: true, Scheduler: true, Kwok: true,
+			Nodes: []testbed.NodePool{{Name: "worker", Count: workers, CPU: "32", Memory: "128Gi", Pods: 250}}},
+	)
+	consumer, provider = clusters[0], clusters[1]
+	for _, c := range clusters {
+		framework.ApplyManifests(ctx, c, "base")
+	}
+	if beforePeering != nil {
+		beforePeering(provider)
+	}
+	health := vknode.Options{HealthCheckPeriod: 500 * time.Millisecond, HealthCheckTimeout: 400 * time.Millisecond, FailureThreshold: 3}
+	withReflection := health
+	withReflection.Reflection = opts
+	framework.StartFerry(ctx, consumer, "consumer", framework.FerryOptions{Health: withReflection})
+	framework.StartFerry(ctx, provider, "provider", framework.FerryOptions{Health: health})
+	out, err := ferryctl(ctx, "peer", "--consumer-kubeconfig", consumer.KubeconfigPath, "--provider-kubeconfig", provider.KubeconfigPath, "--timeout", "90s")
+	Expect(err).NotTo(HaveOccurred(), out)
+	return consumer, provider
+}

@@ -11,17 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,18 +89,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Scheme holds the kinds the virtual kubelet reads and writes.
-func newScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := scheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := ferryv1alpha1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
 // controller offloads the pods of one virtual node.
 type controller struct {
 	cfg      Config
@@ -122,17 +107,11 @@ func Run(ctx context.Context, cfg Config) error {
 	cfg = cfg.withDefaults()
 	logger := klog.FromContext(ctx).WithName("offloading")
 	ctx = klog.NewContext(ctx, logger)
-	s, err := newScheme()
+	s, err := NewScheme()
 	if err != nil {
 		return fmt.Errorf("register API types: %w", err)
 	}
-	localCfg, remoteCfg := rest.CopyConfig(cfg.Local), rest.CopyConfig(cfg.Provider)
-	for _, c := range []*rest.Config{localCfg, remoteCfg} {
-		c.QPS, c.Burst = cfg.ClientQPS, cfg.ClientBurst
-		// One bucket per cluster: each client (and controller-runtime's
-		// client per kind) would otherwise get its own.
-		c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.QPS, c.Burst)
-	}
+	localCfg, remoteCfg := RateLimited(cfg.Local, cfg.ClientQPS, cfg.ClientBurst), RateLimited(cfg.Provider, cfg.ClientQPS, cfg.ClientBurst)
 	local, err := kubernetes.NewForConfig(localCfg)
 	if err != nil {
 		return fmt.Errorf("build client of the local cluster: %w", err)

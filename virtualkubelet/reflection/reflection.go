@@ -10,17 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,13 +63,7 @@ func Run(ctx context.Context, cfg Config) error {
 	logger := klog.FromContext(ctx).WithName("reflection")
 	ctx = klog.NewContext(ctx, logger)
 
-	localCfg, remoteCfg := rest.CopyConfig(cfg.Local), rest.CopyConfig(cfg.Provider)
-	for _, c := range []*rest.Config{localCfg, remoteCfg} {
-		c.QPS, c.Burst = opts.ClientQPS, opts.ClientBurst
-		// One bucket per cluster: each client (and controller-runtime's
-		// client per kind) would otherwise get its own.
-		c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.QPS, c.Burst)
-	}
+	localCfg, remoteCfg := offloading.RateLimited(cfg.Local, opts.ClientQPS, opts.ClientBurst), offloading.RateLimited(cfg.Provider, opts.ClientQPS, opts.ClientBurst)
 	local, err := kubernetes.NewForConfig(localCfg)
 	if err != nil {
 		return fmt.Errorf("build client of the local cluster: %w", err)
@@ -81,11 +72,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("build client of provider %s: %w", cfg.ProviderClusterID, err)
 	}
-	s := runtime.NewScheme()
-	if err := scheme.AddToScheme(s); err != nil {
-		return fmt.Errorf("register API types: %w", err)
-	}
-	if err := ferryv1alpha1.AddToScheme(s); err != nil {
+	s, err := offloading.NewScheme()
+	if err != nil {
 		return fmt.Errorf("register API types: %w", err)
 	}
 	writer, err := client.New(remoteCfg, client.Options{Scheme: s})
@@ -127,7 +115,7 @@ func Run(ctx context.Context, cfg Config) error {
 				workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "reflection-" + string(kind)}),
 			recreateOnInvalid: kind != PersistentVolumeClaims,
 			queuedAt:          map[types.NamespacedName]time.Time{},
-			written:           map[types.NamespacedName]written{},
+			written:           newWriteLog(),
 			items:             map[types.NamespacedName]struct{}{},
 		}
 		_ = inf.SetTransform(offloading.DropManagedFields)
@@ -164,7 +152,7 @@ func Run(ctx context.Context, cfg Config) error {
 				expiration: opts.TokenExpiration,
 				pods:       podFactory.Core().V1().Pods().Informer(),
 				rootCAs:    localFactory.Core().V1().ConfigMaps().Informer(),
-				written:    map[types.NamespacedName]*corev1.Secret{},
+				written:    newWriteLog(),
 			}
 			if err := tokens.setup(r); err != nil {
 				return err

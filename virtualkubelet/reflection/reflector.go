@@ -3,7 +3,6 @@ package reflection
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -62,17 +61,9 @@ type reflector struct {
 
 	mu       sync.Mutex
 	queuedAt map[types.NamespacedName]time.Time
-	// written holds what this reflector last wrote, until the informer
-	// catches up, so a change arriving meanwhile is compared with it (and
-	// not created twice).
-	written map[types.NamespacedName]written
+	// written is what this reflector last wrote, until its informer sees it.
+	written *writeLog
 	items   map[types.NamespacedName]struct{}
-}
-
-// written is a copy this reflector wrote or deleted.
-type written struct {
-	obj     client.Object
-	deleted bool
 }
 
 func (r *reflector) enqueue(key types.NamespacedName) {
@@ -260,44 +251,7 @@ func (r *reflector) current(key types.NamespacedName) client.Object {
 	if cached != nil && r.ignoreRemote != nil && r.ignoreRemote(cached) {
 		cached = nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w, ok := r.written[key]
-	switch {
-	case !ok:
-		return cached
-	case cached != nil && newer(cached, w.obj):
-		// The informer caught up (or someone wrote after us).
-		delete(r.written, key)
-		return cached
-	case w.deleted:
-		if cached == nil {
-			delete(r.written, key)
-		}
-		return nil
-	case cached != nil && cached.GetResourceVersion() == w.obj.GetResourceVersion():
-		delete(r.written, key)
-		return cached
-	}
-	return w.obj
-}
-
-// newer tells whether a's resourceVersion is after b's; resource versions
-// of one resource are comparable integers on every API server ferry
-// supports, and anything else counts as not newer.
-func newer(a, b client.Object) bool {
-	if b == nil {
-		return true
-	}
-	av, err1 := strconv.ParseUint(a.GetResourceVersion(), 10, 64)
-	bv, err2 := strconv.ParseUint(b.GetResourceVersion(), 10, 64)
-	return err1 == nil && err2 == nil && av > bv
-}
-
-func (r *reflector) remember(key types.NamespacedName, obj client.Object, deleted bool) {
-	r.mu.Lock()
-	r.written[key] = written{obj: obj, deleted: deleted}
-	r.mu.Unlock()
+	return r.written.current(key, cached)
 }
 
 func (r *reflector) create(ctx context.Context, local client.Object, key types.NamespacedName, want client.Object) error {
@@ -305,7 +259,7 @@ func (r *reflector) create(ctx context.Context, local client.Object, key types.N
 	r.metrics.writes.WithLabelValues(string(r.kind), "create").Inc()
 	switch {
 	case err == nil:
-		r.remember(key, want, false)
+		r.written.remember(key, want, false)
 		klog.FromContext(ctx).V(2).Info("Reflected", "kind", r.kind, "object", klog.KObj(local), "twinNamespace", key.Namespace)
 		return nil
 	case apierrors.IsAlreadyExists(err):
@@ -324,11 +278,11 @@ func (r *reflector) update(ctx context.Context, local client.Object, key types.N
 	r.metrics.writes.WithLabelValues(string(r.kind), "update").Inc()
 	switch {
 	case err == nil:
-		r.remember(key, merged, false)
+		r.written.remember(key, merged, false)
 		klog.FromContext(ctx).V(2).Info("Updated reflected object", "kind", r.kind, "object", klog.KObj(local), "twinNamespace", key.Namespace)
 		return nil
 	case apierrors.IsNotFound(err):
-		r.remember(key, remote, true)
+		r.written.remember(key, remote, true)
 		return fmt.Errorf("update %s %s: gone meanwhile: %w", r.kind, key, err)
 	case apierrors.IsConflict(err):
 		return fmt.Errorf("update %s %s: %w", r.kind, key, err) // retried with the newer copy
@@ -350,7 +304,7 @@ func (r *reflector) delete(ctx context.Context, key types.NamespacedName, remote
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s %s: %w", r.kind, key, err)
 	}
-	r.remember(key, remote, true)
+	r.written.remember(key, remote, true)
 	klog.FromContext(ctx).V(2).Info("Removed reflected object", "kind", r.kind, "twinNamespace", key.Namespace, "name", key.Name)
 	return nil
 }

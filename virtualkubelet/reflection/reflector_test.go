@@ -68,9 +68,9 @@ func TestCurrent(t *testing.T) {
 				_ = inf.GetIndexer().Add(tc.cached)
 			}
 			rs := &remoteSet{units: map[string]*remoteUnit{"twin": {informers: map[Kind]cache.SharedIndexInformer{ConfigMaps: inf}}}}
-			r := &reflector{kind: ConfigMaps, remote: rs, written: map[types.NamespacedName]written{}}
+			r := &reflector{kind: ConfigMaps, remote: rs, written: newWriteLog()}
 			if tc.written != nil {
-				r.written[key] = *tc.written
+				r.written.remember(key, tc.written.obj, tc.written.deleted)
 			}
 			got := r.current(key)
 			switch {
@@ -79,7 +79,7 @@ func TestCurrent(t *testing.T) {
 			case tc.want != "" && (got == nil || got.GetResourceVersion() != tc.want):
 				t.Errorf("current = %v, want RV %s", got, tc.want)
 			}
-			if _, kept := r.written[key]; kept != tc.kept {
+			if _, kept := r.written.entries[key]; kept != tc.kept {
 				t.Errorf("written entry kept = %v, want %v", kept, tc.kept)
 			}
 		})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -115,8 +114,7 @@ type tokenManager struct {
 	rootCAs    cache.SharedIndexInformer
 	sa         *reflector
 
-	mu      sync.Mutex
-	written map[types.NamespacedName]*corev1.Secret
+	written *writeLog
 }
 
 // setup wakes the service account reflector r when a pod of the node
@@ -218,7 +216,7 @@ func (m *tokenManager) sync(ctx context.Context, key types.NamespacedName, local
 		if err != nil && !apierrors.IsNotFound(err) {
 			return 0, fmt.Errorf("delete token secret %s: %w", remoteKey, err)
 		}
-		m.remember(remoteKey, nil)
+		m.written.remember(remoteKey, current, true)
 		return 0, nil
 	}
 	ca := ""
@@ -276,36 +274,18 @@ func (m *tokenManager) sync(ctx context.Context, key types.NamespacedName, local
 		}
 		return 0, fmt.Errorf("write token secret %s: %w", remoteKey, err)
 	}
-	m.remember(remoteKey, want)
+	m.written.remember(remoteKey, want, false)
 	klog.FromContext(ctx).V(2).Info("Wrote service account token", "serviceAccount", key, "twinNamespace", twin, "refreshAt", refreshAt)
 	return refreshAt.Sub(now), nil
 }
 
 func (m *tokenManager) current(key types.NamespacedName) *corev1.Secret {
-	var cached *corev1.Secret
+	var cached client.Object
 	if o := m.remote.get(Secrets, key.Namespace, key.Name); o != nil && isTokenSecret(o) {
-		cached = o.(*corev1.Secret)
+		cached = o
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	w, ok := m.written[key]
-	switch {
-	case !ok:
-		return cached
-	case w == nil:
-		if cached == nil {
-			delete(m.written, key)
-		}
-		return nil
-	case cached != nil && !newer(w, cached):
-		delete(m.written, key)
-		return cached
+	if cur := m.written.current(key, cached); cur != nil {
+		return cur.(*corev1.Secret)
 	}
-	return w
-}
-
-func (m *tokenManager) remember(key types.NamespacedName, s *corev1.Secret) {
-	m.mu.Lock()
-	m.written[key] = s
-	m.mu.Unlock()
+	return nil
 }

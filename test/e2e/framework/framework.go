@@ -15,8 +15,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/test/testbed"
 )
 
@@ -97,4 +99,23 @@ func CreateNamespace(ctx context.Context, c *testbed.Cluster, prefix string) str
 		Expect(client.IgnoreNotFound(c.Client.Delete(ctx, ns))).To(Succeed(), fmt.Sprintf("delete namespace %s", ns.Name))
 	})
 	return ns.Name
+}
+
+// OffloadNamespace offloads namespace of c to the provider alone, with
+// pod offloading strategy Remote, and returns its twin namespace there once
+// it is Ready.
+func OffloadNamespace(ctx context.Context, c *testbed.Cluster, namespace string, provider ferryv1alpha1.ClusterID) string {
+	GinkgoHelper()
+	Expect(c.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
+		ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: namespace},
+		Spec:       ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote},
+	})).To(Succeed())
+	var twin string
+	Eventually(func(g Gomega) {
+		var nso ferryv1alpha1.NamespaceOffloading
+		g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
+		g.Expect(nso.Status.Clusters).To(ConsistOf(And(HaveField("ClusterID", provider), HaveField("Phase", ferryv1alpha1.OffloadingReady))))
+		twin = nso.Status.Clusters[0].TwinNamespace
+	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	return twin
 }
