@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -13,10 +14,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
+// reportMargin is how long before go test's deadline the suite gives up,
+// so Ginkgo can still name the spec that hung, show where it waits, run
+// the cleanups (stopping every cluster) and print its summary; go test's
+// own timeout would only dump goroutines.
+const reportMargin = 3 * time.Minute
+
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	// The in-process controller managers log to the spec's output, which
 	// Ginkgo shows for a failed spec (and for all with -ginkgo.v).
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(false)))
-	RunSpecs(t, "ferry end-to-end")
+	suiteConfig, reporterConfig := GinkgoConfiguration()
+	if deadline, ok := t.Deadline(); ok {
+		if left := time.Until(deadline) - reportMargin; left > 0 && left < suiteConfig.Timeout {
+			suiteConfig.Timeout = left
+		}
+	}
+	// A spec still running after this long reports where it is, once a
+	// minute, so a slow or stuck spec shows up in the log as it happens.
+	if suiteConfig.PollProgressAfter == 0 {
+		suiteConfig.PollProgressAfter = 4 * time.Minute
+		suiteConfig.PollProgressInterval = time.Minute
+	}
+	RunSpecs(t, "ferry end-to-end", suiteConfig, reporterConfig)
 }

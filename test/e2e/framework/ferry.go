@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -105,15 +107,45 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 		defer close(done)
 		Expect(mgr.Start(runCtx)).To(Succeed())
 	}()
-	DeferCleanup(func() {
+	DeferCleanup(func(ctx SpecContext) {
 		cancel()
-		<-done
-		funcs.StopAll()
-		if f.Processes != nil {
-			f.Processes.StopAll(context.Background())
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			<-done
+			funcs.StopAll()
+			if f.Processes != nil {
+				f.Processes.StopAll(context.Background())
+			}
+		}()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			// A component that ignores its cancelled context would hang the
+			// suite until go test's timeout, which shows little; fail here
+			// with the stacks of ferry's goroutines instead.
+			Fail(fmt.Sprintf("ferry in %s did not stop within %s; ferry's goroutines:\n%s", c.Name, stopTimeout, ferryGoroutines()))
 		}
-	})
+	}, NodeTimeout(stopTimeout))
 	return f
+}
+
+// stopTimeout bounds how long ferry's in-process components may take to
+// stop at the end of a spec.
+const stopTimeout = 2 * time.Minute
+
+// ferryGoroutines is the stack of every goroutine running ferry's code.
+func ferryGoroutines() string {
+	buf := make([]byte, 64<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var b strings.Builder
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "github.com/ferry-io/ferry/") && !strings.Contains(g, "ferryGoroutines") {
+			b.WriteString(g)
+			b.WriteString("\n\n")
+		}
+	}
+	return b.String()
 }
 
 // BuildVirtualKubelet builds ferry-virtual-kubelet into a folder removed
