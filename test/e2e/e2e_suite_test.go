@@ -22,6 +22,11 @@ const reportMargin = 3 * time.Minute
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// Gomega's Eventually given a context but no timeout waits as long as
+	// the context lives: with a spec's context, forever. Every wait here
+	// names its timeout; one that forgets gets the short default and fails
+	// at once instead of hanging the suite.
+	EnforceDefaultTimeoutsWhenUsingContexts()
 	// The in-process controller managers log to the spec's output, which
 	// Ginkgo shows for a failed spec (and for all with -ginkgo.v).
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(false)))

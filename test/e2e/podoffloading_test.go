@@ -137,7 +137,7 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		Expect(consumer.Client.Create(ctx, remoteDeployment(ns, "web", 50))).To(Succeed())
 		expectConverged(ctx, "web", 50)
 		AddReportEntry("50 offloaded pods Running locally", time.Since(start).Round(100*time.Millisecond).String())
-		Eventually(func(g Gomega) { g.Expect(shadowPods(ctx, g)).To(HaveLen(50)) }).WithContext(ctx).Should(Succeed())
+		Eventually(func(g Gomega) { g.Expect(shadowPods(ctx, g)).To(HaveLen(50)) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 
 		By("scaling down to 20")
 		var d appsv1.Deployment
@@ -145,7 +145,7 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		d.Spec.Replicas = new(int32(20))
 		Expect(consumer.Client.Update(ctx, &d)).To(Succeed())
 		expectConverged(ctx, "web", 20)
-		Eventually(func(g Gomega) { g.Expect(shadowPods(ctx, g)).To(HaveLen(20)) }).WithContext(ctx).Should(Succeed())
+		Eventually(func(g Gomega) { g.Expect(shadowPods(ctx, g)).To(HaveLen(20)) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 
 		By("rolling out a new image")
 		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &d)).To(Succeed())
@@ -242,7 +242,7 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		Eventually(func(g Gomega) {
 			g.Expect(provider.Client.Get(ctx, client.ObjectKeyFromObject(quota), quota)).To(Succeed())
 			g.Expect(quota.Status.Hard).NotTo(BeEmpty())
-		}).WithContext(ctx).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		rejected := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rejected", Namespace: ns}, Spec: remotePodSpec()}
 		Expect(consumer.Client.Create(ctx, rejected)).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -270,15 +270,15 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 
 	It("loses no pod and makes no duplicate when the virtual kubelet is SIGKILLed in the middle of offloading", func(ctx context.Context) {
 		Expect(consumer.Client.Create(ctx, remoteDeployment(ns, "batch", 40))).To(Succeed())
-		Eventually(func(g Gomega) int { return len(shadowPods(ctx, g)) }).WithContext(ctx).WithPolling(20 * time.Millisecond).Should(BeNumerically(">=", 5))
+		Eventually(func(g Gomega) int { return len(shadowPods(ctx, g)) }).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(20 * time.Millisecond).Should(BeNumerically(">=", 5))
 		pid := consumerFerry.Processes.PID(vnKey)
 		Expect(pid).NotTo(BeZero())
 		Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
 		AddReportEntry("shadow pods when the virtual kubelet was killed", fmt.Sprint(len(shadowPods(ctx, Default))))
-		Eventually(func() int { return consumerFerry.Processes.PID(vnKey) }).WithContext(ctx).Should(BeZero())
+		Eventually(func() int { return consumerFerry.Processes.PID(vnKey) }).WithContext(ctx).WithTimeout(10 * time.Second).Should(BeZero())
 		Expect(consumerFerry.Processes.Ensure(ctx, vnKey)).To(Succeed(), "start it again, as the controller manager does on its next round")
 		expectConverged(ctx, "batch", 40)
-		Eventually(func(g Gomega) { g.Expect(shadowPods(ctx, g)).To(HaveLen(40)) }).WithContext(ctx).Should(Succeed())
+		Eventually(func(g Gomega) { g.Expect(shadowPods(ctx, g)).To(HaveLen(40)) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	})
 
 	It("keeps remote pods running through a provider outage and converges after it without restarting anything", func(ctx context.Context) {
