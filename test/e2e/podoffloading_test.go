@@ -239,9 +239,16 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods", Namespace: twin},
 			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
 		Expect(provider.Client.Create(ctx, quota)).To(Succeed())
+		// Admission refuses everything under a quota whose status is not
+		// computed yet, with another message; the quota controller computes
+		// it when its monitors of every resource have synced, which on a
+		// busy machine can take long. The status it would write is known.
 		Eventually(func(g Gomega) {
 			g.Expect(provider.Client.Get(ctx, client.ObjectKeyFromObject(quota), quota)).To(Succeed())
-			g.Expect(quota.Status.Hard).NotTo(BeEmpty())
+			if len(quota.Status.Hard) == 0 {
+				quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}
+				g.Expect(provider.Client.Status().Update(ctx, quota)).To(Succeed())
+			}
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		rejected := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rejected", Namespace: ns}, Spec: remotePodSpec()}
 		Expect(consumer.Client.Create(ctx, rejected)).To(Succeed())
