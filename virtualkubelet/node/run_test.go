@@ -115,14 +115,16 @@ func hasTaint(n *corev1.Node, want corev1.Taint) bool {
 // servers: it registers the Node and its Lease, stays quiet at rest, carries
 // VirtualNode changes to the Node, and follows a provider outage and return
 // without restarting.
-func TestRun(t *testing.T) {
+// startConsumerAndProvider starts two clusters, stopped when the test
+// ends (with their last log lines when it failed).
+func startConsumerAndProvider(t *testing.T) (consumer, provider *testbed.Cluster) {
+	t.Helper()
 	testbed.RequireBinaries(t)
-	ctx := t.Context()
-	clusters, err := testbed.StartClusters(ctx, testbed.Options{Name: "consumer"}, testbed.Options{Name: "provider"})
+	clusters, err := testbed.StartClusters(t.Context(), testbed.Options{Name: "consumer"}, testbed.Options{Name: "provider"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	consumer, provider := clusters[0], clusters[1]
+	consumer, provider = clusters[0], clusters[1]
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(consumer.Logs(20), provider.Logs(20))
@@ -130,15 +132,27 @@ func TestRun(t *testing.T) {
 		_ = consumer.Stop()
 		_ = provider.Stop()
 	})
+	return consumer, provider
+}
 
-	// Install ferry's API as users do and wait until it is served.
+// applyBase installs ferry's API (manifests/base) in c, as users do.
+func applyBase(t *testing.T, c *testbed.Cluster) {
+	t.Helper()
 	base, err := filepath.Abs(filepath.Join("..", "..", "manifests", "base"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := consumer.Kubectl(ctx, "apply", "--server-side", "--field-manager=ferry-test", "-k", base); err != nil {
-		t.Fatalf("apply %s: %v\n%s", base, err, out)
+	if out, err := c.Kubectl(t.Context(), "apply", "--server-side", "--field-manager=ferry-test", "-k", base); err != nil {
+		t.Fatalf("apply %s to %s: %v\n%s", base, c.Name, err, out)
 	}
+}
+
+func TestRun(t *testing.T) {
+	ctx := t.Context()
+	consumer, provider := startConsumerAndProvider(t)
+
+	// Install ferry's API as users do and wait until it is served.
+	applyBase(t, consumer)
 	eventually(t, 30*time.Second, "ferry.io/v1alpha1 virtualnodes served", func(context.Context) error {
 		resources, err := consumer.Kube.Discovery().ServerResourcesForGroupVersion(ferryv1alpha1.GroupVersion.String())
 		if err != nil {
@@ -407,13 +421,7 @@ func TestRunFailsClearly(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop() })
-	base, err := filepath.Abs(filepath.Join("..", "..", "manifests", "base"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := c.Kubectl(ctx, "apply", "--server-side", "--field-manager=ferry-test", "-k", base); err != nil {
-		t.Fatalf("apply %s: %v\n%s", base, err, out)
-	}
+	applyBase(t, c)
 	ns := ferryv1alpha1.SystemNamespace
 	opts := Options{VirtualNodeNamespace: ns, VirtualNodeName: "p", KubeletAddress: "127.0.0.1:0"}
 

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
-	"github.com/ferry-io/ferry/test/testbed"
 	"github.com/ferry-io/ferry/virtualkubelet/reflection"
 )
 
@@ -26,26 +24,10 @@ import (
 // scope of the reflection: Run must return soon every time, or the
 // process hangs on SIGTERM and the controller manager with it.
 func TestRunStopsWhenCancelled(t *testing.T) {
-	testbed.RequireBinaries(t)
 	ctx := t.Context()
-	clusters, err := testbed.StartClusters(ctx, testbed.Options{Name: "consumer"}, testbed.Options{Name: "provider"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	consumer, provider := clusters[0], clusters[1]
-	t.Cleanup(func() {
-		_ = consumer.Stop()
-		_ = provider.Stop()
-	})
-	base, err := filepath.Abs(filepath.Join("..", "..", "manifests", "base"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range clusters {
-		if out, err := c.Kubectl(ctx, "apply", "--server-side", "--field-manager=ferry-test", "-k", base); err != nil {
-			t.Fatalf("apply %s to %s: %v\n%s", base, c.Name, err, out)
-		}
-	}
+	consumer, provider := startConsumerAndProvider(t)
+	applyBase(t, consumer)
+	applyBase(t, provider)
 	kubeconfig, err := os.ReadFile(provider.KubeconfigPath)
 	if err != nil {
 		t.Fatal(err)

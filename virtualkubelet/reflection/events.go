@@ -69,16 +69,7 @@ func (e *eventReflector) onRemote(obj any) {
 }
 
 func (e *eventReflector) run(ctx context.Context) {
-	var wg sync.WaitGroup
-	for range e.workers {
-		wg.Go(func() {
-			for e.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	e.queue.ShutDown()
-	wg.Wait()
+	runWorkers(ctx, e.workers, e.queue.ShutDown, e.processNext)
 }
 
 func (e *eventReflector) processNext(ctx context.Context) bool {

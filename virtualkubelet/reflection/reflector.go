@@ -124,15 +124,21 @@ func keyOf(obj any) (types.NamespacedName, bool) {
 }
 
 func (r *reflector) run(ctx context.Context) {
+	runWorkers(ctx, r.workers, r.queue.ShutDown, r.processNext)
+}
+
+// runWorkers runs n workers calling next until it reports the queue shut
+// down; when ctx ends it shuts the queue down and waits for them.
+func runWorkers(ctx context.Context, n int, shutDown func(), next func(context.Context) bool) {
 	var wg sync.WaitGroup
-	for range r.workers {
+	for range n {
 		wg.Go(func() {
-			for r.processNext(ctx) {
+			for next(ctx) {
 			}
 		})
 	}
 	<-ctx.Done()
-	r.queue.ShutDown()
+	shutDown()
 	wg.Wait()
 }
 
