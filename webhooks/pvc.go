@@ -16,15 +16,10 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
+// Where the storage names used here are defined.
 const (
-	// StorageClassVirtual is ferry's virtual storage class: a claim of it is
-	// bound (by the storage fabric) in the cluster its first pod lands in.
-	StorageClassVirtual = "ferry"
-
-	// AnnotationRequestedStorageClass keeps, on a remapped PVC, the storage
-	// class it asked for, for the storage fabric to provision with; "" when
-	// it asked for the cluster's default class.
-	AnnotationRequestedStorageClass = "ferry.io/requested-storage-class"
+	StorageClassVirtual             = ferryv1alpha1.StorageClassVirtual
+	AnnotationRequestedStorageClass = ferryv1alpha1.AnnotationRequestedStorageClass
 )
 
 // PVCMutator remaps the new dynamically provisioned claims of offloaded

@@ -112,6 +112,16 @@ type ForeignClusterSpec struct {
 	// +optional
 	ResourceRequest corev1.ResourceList `json:"resourceRequest,omitempty"`
 
+	// StorageClassMap maps this cluster's storage class names to the peer's,
+	// when the peer is a provider: a claim of ferry's virtual class asking
+	// for class K is provisioned there with class StorageClassMap[K]. A class
+	// without an entry is served by the provider's class of the same name,
+	// and "" (the cluster default) by the provider's default class; a class
+	// the provider does not offer is refused, never silently replaced.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	StorageClassMap map[string]string `json:"storageClassMap,omitempty"`
+
 	// HealthCheck tunes the probes of the peer's API server.
 	// +kubebuilder:default={periodSeconds:10,timeoutSeconds:5,failureThreshold:3}
 	// +optional

@@ -46,9 +46,36 @@ type VirtualNodeSpec struct {
 	// +optional
 	Taints []corev1.Taint `json:"taints,omitempty"`
 
+	// StorageClasses are the classes claims of ferry's virtual storage class
+	// may ask for on this node: the provider's offers, under this cluster's
+	// names (ForeignCluster spec.storageClassMap). Published on the Node.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	StorageClasses []VirtualNodeStorageClass `json:"storageClasses,omitempty"`
+
 	// KubeconfigSecretRef names the Secret, in this namespace, with the
 	// credential the virtual kubelet uses to reach the provider.
 	KubeconfigSecretRef corev1.LocalObjectReference `json:"kubeconfigSecretRef"`
+}
+
+// VirtualNodeStorageClass is a storage class a provider serves claims with,
+// as this cluster names it.
+type VirtualNodeStorageClass struct {
+	// Name of the class in this cluster (what a claim asks for).
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// ProviderClass is the provider's StorageClass that serves it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ProviderClass string `json:"providerClass"`
+
+	// Default marks the provider's default class: it serves claims that
+	// ask for this cluster's default class ("").
+	// +optional
+	Default bool `json:"default,omitempty"`
 }
 
 // VirtualNodeStatus is what the virtual kubelet reports.

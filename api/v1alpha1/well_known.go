@@ -89,4 +89,22 @@ const (
 	// AnnotationAllowReflection, set to "true", reflects an object whose
 	// kind's policy is AllowList (only objects carrying it are reflected).
 	AnnotationAllowReflection = "ferry.io/allow-reflection"
+
+	// StorageClassVirtual is ferry's virtual StorageClass: ferry's PVC webhook
+	// moves the claims of offloaded namespaces to it, and the storage fabric
+	// binds each in the cluster its first pod lands in.
+	StorageClassVirtual = "ferry"
+
+	// ProvisionerVirtual is the provisioner of StorageClassVirtual, served by
+	// ferry-controller-manager.
+	ProvisionerVirtual = "storage.ferry.io/virtual"
+
+	// AnnotationRequestedStorageClass keeps, on a claim moved to
+	// StorageClassVirtual, the storage class it asked for; "" when it asked
+	// for the cluster's default class.
+	AnnotationRequestedStorageClass = "ferry.io/requested-storage-class"
+
+	// AnnotationStorageClasses carries, on a virtual node, the JSON list of
+	// VirtualNodeStorageClasses its provider serves claims with.
+	AnnotationStorageClasses = "ferry.io/storage-classes"
 )

@@ -1,0 +1,53 @@
+package placement
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+// NodeStorageClasses reads the storage classes a virtual node's provider
+// serves claims with (the node's ferry.io/storage-classes annotation). ok is
+// false when the node publishes none (a real node, or a provider offering no
+// storage); a malformed annotation is an error naming it.
+func NodeStorageClasses(node *corev1.Node) (classes []ferryv1alpha1.VirtualNodeStorageClass, ok bool, err error) {
+	raw, found := node.Annotations[ferryv1alpha1.AnnotationStorageClasses]
+	if !found || raw == "" {
+		return nil, false, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &classes); err != nil {
+		return nil, false, fmt.Errorf("node %s: metadata.annotations[%s]: %w", node.Name, ferryv1alpha1.AnnotationStorageClasses, err)
+	}
+	return classes, len(classes) > 0, nil
+}
+
+// ResolveStorageClass is the provider class serving a claim that asked for
+// requested ("" for the cluster's default): the entry of that name, or for
+// "" the provider's default. The error says what the provider offers.
+func ResolveStorageClass(classes []ferryv1alpha1.VirtualNodeStorageClass, requested string) (string, error) {
+	for _, c := range classes {
+		if (requested == "" && c.Default) || (requested != "" && c.Name == requested) {
+			return c.ProviderClass, nil
+		}
+	}
+	offered := make([]string, 0, len(classes))
+	for _, c := range classes {
+		name := c.Name
+		if c.Default {
+			name += " (default)"
+		}
+		offered = append(offered, name)
+	}
+	what := fmt.Sprintf("storage class %q", requested)
+	if requested == "" {
+		what = "a default storage class"
+	}
+	if len(offered) == 0 {
+		return "", fmt.Errorf("offers no storage, so not %s", what)
+	}
+	return "", fmt.Errorf("does not offer %s (offers: %s)", what, strings.Join(offered, ", "))
+}
