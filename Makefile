@@ -49,7 +49,7 @@ generate: ## Regenerate deepcopy code, CRD manifests (api/) and RBAC roles (cont
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=manifests/crds
 	hack/crd-kustomization.sh manifests/crds
-	$(GO) tool controller-gen rbac:roleName=ferry-controller-manager paths=./controllers/... output:rbac:artifacts:config=manifests/rbac/controller-manager
+	$(GO) tool controller-gen rbac:roleName=ferry-controller-manager paths="{./controllers/...,./storage/...}" output:rbac:artifacts:config=manifests/rbac/controller-manager
 	$(GO) tool controller-gen rbac:roleName=ferry-virtual-kubelet paths=./virtualkubelet/... output:rbac:artifacts:config=manifests/rbac/virtual-kubelet
 	$(GO) tool controller-gen rbac:roleName=ferry-webhook paths=./webhooks/... output:rbac:artifacts:config=manifests/rbac/webhook
 

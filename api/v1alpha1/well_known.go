@@ -107,4 +107,13 @@ const (
 	// AnnotationStorageClasses carries, on a virtual node, the JSON list of
 	// VirtualNodeStorageClasses its provider serves claims with.
 	AnnotationStorageClasses = "ferry.io/storage-classes"
+
+	// LabelManagedBy is the well-known label naming the component that
+	// manages an object.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+
+	// ManagedByStorage is LabelManagedBy's value on the claims the storage
+	// fabric makes (in the storage namespace and in providers): they are
+	// its own, and reflection leaves them alone.
+	ManagedByStorage = "storage.ferry.io"
 )

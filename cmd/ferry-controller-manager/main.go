@@ -21,6 +21,7 @@ import (
 	"github.com/ferry-io/ferry/controllers/controllermanager"
 	"github.com/ferry-io/ferry/controllers/offloading"
 	"github.com/ferry-io/ferry/controllers/peering"
+	"github.com/ferry-io/ferry/storage"
 )
 
 type flags struct {
@@ -47,6 +48,8 @@ func main() {
 	fs.IntVar(&f.opts.ShadowPodWorkers, "shadow-pod-workers", offloading.DefaultShadowPodWorkers, "ShadowPods reconciled at once (provider side: one real pod per offloaded pod)")
 	fs.Float32Var(&f.qps, "kube-api-qps", 200, "queries per second to this cluster's API server")
 	fs.IntVar(&f.burst, "kube-api-burst", 400, "burst of queries to this cluster's API server")
+	fs.StringVar(&f.opts.StorageNamespace, "storage-namespace", storage.DefaultNamespace, "namespace of the real claims made for claims of the ferry storage class bound on this cluster's nodes")
+	fs.BoolVar(&f.opts.DisableStorage, "disable-storage", false, "do not serve the ferry storage class (storage.ferry.io/virtual)")
 	fs.BoolVar(&f.opts.LeaderElection, "leader-elect", true, "elect one active manager among replicas (a Lease in ferry-system)")
 	fs.StringVar(&f.opts.MetricsAddr, "metrics-bind-address", ":8080", "address serving Prometheus metrics (0 disables)")
 	fs.StringVar(&f.opts.HealthAddr, "health-probe-bind-address", ":8081", "address serving /healthz and /readyz (0 disables)")

@@ -5,6 +5,7 @@ package controllermanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/controllers/peering/grant"
 	"github.com/ferry-io/ferry/controllers/peeringquota"
+	"github.com/ferry-io/ferry/storage"
 )
 
 // Options configure ferry's controllers in one cluster.
@@ -53,6 +55,13 @@ type Options struct {
 	// ShadowPodWorkers is how many ShadowPods are reconciled at once
 	// (offloading.DefaultShadowPodWorkers when 0).
 	ShadowPodWorkers int
+	// StorageNamespace holds the real claims the storage fabric makes for
+	// claims of the virtual class bound on real nodes
+	// (storage.DefaultNamespace when empty).
+	StorageNamespace string
+	// DisableStorage leaves the virtual storage class unserved (claims of it
+	// then never bind: do not install manifests/storage).
+	DisableStorage bool
 	// SeveralPerProcess allows more than one manager in a process (tests
 	// run one per test cluster); controller metrics then share names.
 	SeveralPerProcess bool
@@ -154,5 +163,27 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := (&kubeletcerts.Approver{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up kubelet serving certificate approver: %w", err)
 	}
+	if !opts.DisableStorage {
+		ns := opts.StorageNamespace
+		if ns == "" {
+			ns = storage.DefaultNamespace
+		}
+		if err := storage.Setup(mgr, storage.Options{ClusterID: opts.ClusterID, Namespace: ns, Providers: storageProviders{providers}}); err != nil {
+			return nil, fmt.Errorf("set up storage fabric: %w", err)
+		}
+	}
 	return mgr, nil
+}
+
+// storageProviders hands the storage fabric the peering's provider clients.
+type storageProviders struct{ clients *peering.ProviderClients }
+
+func (s storageProviders) Client(ctx context.Context, id ferryv1alpha1.ClusterID) (client.Client, error) {
+	p, err := s.clients.ForCluster(ctx, id)
+	if errors.Is(err, peering.ErrNotPeered) {
+		return nil, fmt.Errorf("provider %s: %w", id, storage.ErrNotPeered)
+	} else if err != nil {
+		return nil, err
+	}
+	return p.Client, nil
 }

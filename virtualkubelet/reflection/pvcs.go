@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
 // pvcProviderOwned are the prefixes of the annotations the provider's volume
@@ -16,7 +18,9 @@ import (
 var pvcProviderOwned = []string{"pv.kubernetes.io/", "volume.kubernetes.io/", "volume.beta.kubernetes.io/"}
 
 // pvcTranslator reflects PersistentVolumeClaims, so offloaded pods get a
-// volume on the provider. The remote copy has the local one's access modes,
+// volume on the provider. Claims of ferry's virtual storage class are not
+// reflected: the storage fabric makes their provider claims, one owner per
+// remote claim. The remote copy has the local one's access modes,
 // resources and volume mode, and its storage class mapped through
 // Env.StorageClasses: an unmapped class is dropped, so the provider's default
 // class provisions the volume. The selector, data sources and volume
@@ -37,6 +41,9 @@ func (pvcTranslator) desired(env *Env, local client.Object, twinNamespace string
 	pvc, ok := local.(*corev1.PersistentVolumeClaim)
 	if !ok {
 		return nil, "", fmt.Errorf("reflect a PersistentVolumeClaim: got a %T", local)
+	}
+	if pvcClass(pvc) == ferryv1alpha1.StorageClassVirtual {
+		return nil, "the storage fabric provisions claims of the virtual storage class", nil
 	}
 	meta := remoteMeta(env, pvc, twinNamespace)
 	meta.Annotations = withoutPrefixes(meta.Annotations, pvcProviderOwned)
@@ -66,6 +73,12 @@ func (pvcTranslator) merge(want, remote client.Object) client.Object {
 	mergeMeta(w, merged, pvcProviderOwned...)
 	merged.Spec.Resources.Requests = w.Spec.Resources.Requests
 	return merged
+}
+
+// isStorageFabricClaim tells the provider's claims the storage fabric made
+// (for claims of the virtual class): they are its own, never reflection's.
+func isStorageFabricClaim(o client.Object) bool {
+	return o.GetLabels()[ferryv1alpha1.LabelManagedBy] == ferryv1alpha1.ManagedByStorage
 }
 
 // pvcClass is pvc's storage class, "" for none: the deprecated annotation

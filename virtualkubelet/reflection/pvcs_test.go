@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
 // localPVC is a PVC as the consumer serves it once bound: with the
@@ -229,5 +231,26 @@ func TestPVCTranslatorMergeLeavesImmutableFields(t *testing.T) {
 	}
 	if tr.equal(want, merged) {
 		t.Error("the drift of immutable fields no longer shows")
+	}
+}
+
+// Claims of the virtual storage class belong to the storage fabric: they
+// are not reflected, and the provider claims it made are not taken for
+// stale copies (which the reflector would delete).
+func TestPVCOfVirtualClassIsLeftToTheStorageFabric(t *testing.T) {
+	pvc := localPVC()
+	pvc.Spec.StorageClassName = new(ferryv1alpha1.StorageClassVirtual)
+	want, skip, err := pvcTranslator{}.desired(&Env{}, pvc, "twin")
+	if err != nil || want != nil || skip == "" {
+		t.Fatalf("desired = %v, %q, %v; want no copy and a reason", want, skip, err)
+	}
+	made := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+		ferryv1alpha1.LabelManagedBy: ferryv1alpha1.ManagedByStorage, ferryv1alpha1.LabelOriginCluster: "consumer",
+	}}}
+	if !isStorageFabricClaim(made) {
+		t.Error("the storage fabric's provider claim is not ignored by reflection")
+	}
+	if isStorageFabricClaim(bindOnProvider(pvc)) {
+		t.Error("a reflected copy is taken for the storage fabric's")
 	}
 }

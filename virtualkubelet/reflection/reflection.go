@@ -175,7 +175,8 @@ func Run(ctx context.Context, cfg Config) error {
 				return f.Networking().V1().Ingresses().Informer()
 			}}
 		case PersistentVolumeClaims:
-			newReflector(kind, pvcTranslator{}, localFactory.Core().V1().PersistentVolumeClaims().Informer())
+			r := newReflector(kind, pvcTranslator{}, localFactory.Core().V1().PersistentVolumeClaims().Informer())
+			r.ignoreRemote = isStorageFabricClaim
 			rs.kinds[kind] = remoteKind{resource: corev1.Resource("persistentvolumeclaims"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 				return f.Core().V1().PersistentVolumeClaims().Informer()
 			}}

@@ -1,0 +1,210 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+)
+
+// RemoteVolumeReconciler keeps each local volume standing for a provider's
+// claim in step with it: the volume shows the provider's class, phase,
+// volume and real capacity, the user's claim gets an event when the
+// provider binds, and an expansion of the user's claim is forwarded to the
+// provider's and reported back when done. A provider that cannot be reached
+// leaves everything as it is; the next attempt converges.
+type RemoteVolumeReconciler struct {
+	Client    client.Client
+	Providers Providers
+	// Recorder emits events on the users' claims; nil records none.
+	Recorder events.EventRecorder
+	// PendingPoll is how soon a volume whose provider claim is not bound yet
+	// is looked at again (5s when zero); SettledPoll for a bound one (2m).
+	PendingPoll, SettledPoll time.Duration
+}
+
+// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims/status,verbs=update;patch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile syncs one remote volume.
+func (r *RemoteVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pendingPoll, settledPoll := r.PendingPoll, r.SettledPoll
+	if pendingPoll == 0 {
+		pendingPoll = 5 * time.Second
+	}
+	if settledPoll == 0 {
+		settledPoll = 2 * time.Minute
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pv); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ref, ok := remoteRefOf(pv)
+	if !ok || !pv.DeletionTimestamp.IsZero() || pv.Status.Phase == corev1.VolumeReleased {
+		return ctrl.Result{}, nil
+	}
+	c, err := r.Providers.Client(ctx, ref.Cluster)
+	if errors.Is(err, ErrNotPeered) {
+		return ctrl.Result{}, nil
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+	remote := &corev1.PersistentVolumeClaim{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, remote); apierrors.IsNotFound(err) {
+		return r.updateVolume(ctx, pv, "Lost", "", resource.Quantity{}, settledPoll)
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("read claim %s of volume %s: %w", ref, pv.Name, err)
+	}
+	local, err := r.localClaim(ctx, pv)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if local != nil {
+		if err := r.forwardExpansion(ctx, c, local, remote); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	next := settledPoll
+	if remote.Status.Phase != corev1.ClaimBound {
+		next = pendingPoll
+	}
+	var capacity resource.Quantity
+	if remote.Status.Phase == corev1.ClaimBound {
+		capacity = capacityOf(remote)
+	}
+	previous := pv.Annotations[AnnotationRemotePhase]
+	res, err := r.updateVolume(ctx, pv, string(remote.Status.Phase), remote.Spec.VolumeName, capacity, next)
+	if err != nil {
+		return res, err
+	}
+	if local != nil && previous != string(remote.Status.Phase) && remote.Status.Phase == corev1.ClaimBound && r.Recorder != nil {
+		r.Recorder.Eventf(local, nil, corev1.EventTypeNormal, "RemoteVolumeBound", "Bind",
+			"cluster %s bound claim %s/%s to volume %s of class %s, %s", ref.Cluster, ref.Namespace, ref.Name, remote.Spec.VolumeName, *remote.Spec.StorageClassName, capacity.String())
+	}
+	if local != nil {
+		if err := r.finishExpansion(ctx, local, capacity); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return res, nil
+}
+
+// localClaim is the user's claim bound to pv, nil when there is none.
+func (r *RemoteVolumeReconciler) localClaim(ctx context.Context, pv *corev1.PersistentVolume) (*corev1.PersistentVolumeClaim, error) {
+	cr := pv.Spec.ClaimRef
+	if cr == nil {
+		return nil, nil
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cr.Namespace, Name: cr.Name}, pvc); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("read claim %s/%s of volume %s: %w", cr.Namespace, cr.Name, pv.Name, err)
+	}
+	if pvc.UID != cr.UID || pvc.Spec.VolumeName != pv.Name {
+		return nil, nil
+	}
+	return pvc, nil
+}
+
+// updateVolume writes what the provider says of its claim onto the local
+// volume: phase and volume as annotations, capacity (when known) in the
+// spec. Nothing is written when nothing changed.
+func (r *RemoteVolumeReconciler) updateVolume(ctx context.Context, pv *corev1.PersistentVolume, phase, volume string, capacity resource.Quantity, next time.Duration) (ctrl.Result, error) {
+	want := pv.DeepCopy()
+	want.Annotations[AnnotationRemotePhase] = phase
+	if volume != "" {
+		want.Annotations[AnnotationRemoteVolume] = volume
+	}
+	if !capacity.IsZero() {
+		want.Spec.Capacity[corev1.ResourceStorage] = capacity
+	}
+	current := pv.Spec.Capacity[corev1.ResourceStorage]
+	if pv.Annotations[AnnotationRemotePhase] == phase && (volume == "" || pv.Annotations[AnnotationRemoteVolume] == volume) &&
+		(capacity.IsZero() || current.Cmp(capacity) == 0) {
+		return ctrl.Result{RequeueAfter: next}, nil
+	}
+	if err := r.Client.Patch(ctx, want, client.MergeFromWithOptions(pv, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, fmt.Errorf("update volume %s from its provider's claim: %w", pv.Name, err)
+	}
+	log.FromContext(ctx).V(1).Info("remote volume updated", "volume", pv.Name, "phase", phase, "capacity", capacity.String())
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// forwardExpansion raises the provider's claim's request to the user's.
+func (r *RemoteVolumeReconciler) forwardExpansion(ctx context.Context, c client.Client, local, remote *corev1.PersistentVolumeClaim) error {
+	want := local.Spec.Resources.Requests[corev1.ResourceStorage]
+	have := remote.Spec.Resources.Requests[corev1.ResourceStorage]
+	if want.Cmp(have) <= 0 {
+		return nil
+	}
+	patched := remote.DeepCopy()
+	patched.Spec.Resources.Requests[corev1.ResourceStorage] = want
+	if err := c.Patch(ctx, patched, client.MergeFrom(remote)); err != nil {
+		return fmt.Errorf("expand claim %s/%s to %s: %w", remote.Namespace, remote.Name, want.String(), err)
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(local, nil, corev1.EventTypeNormal, "ExpansionForwarded", "Resize", "asked the provider to expand claim %s/%s from %s to %s", remote.Namespace, remote.Name, have.String(), want.String())
+	}
+	return nil
+}
+
+// finishExpansion reports a finished expansion on the user's claim, as an
+// external resizer does: once the provider's volume holds the requested
+// size, the claim's capacity shows it and its resize conditions go.
+func (r *RemoteVolumeReconciler) finishExpansion(ctx context.Context, local *corev1.PersistentVolumeClaim, capacity resource.Quantity) error {
+	have := local.Status.Capacity[corev1.ResourceStorage]
+	if capacity.IsZero() || local.Status.Phase != corev1.ClaimBound || capacity.Cmp(have) <= 0 {
+		return nil
+	}
+	want := local.DeepCopy()
+	want.Status.Capacity[corev1.ResourceStorage] = capacity
+	if want.Status.AllocatedResources != nil {
+		want.Status.AllocatedResources[corev1.ResourceStorage] = capacity
+	}
+	delete(want.Status.AllocatedResourceStatuses, corev1.ResourceStorage)
+	conditions := want.Status.Conditions[:0]
+	for _, c := range want.Status.Conditions {
+		if c.Type != corev1.PersistentVolumeClaimResizing && c.Type != corev1.PersistentVolumeClaimFileSystemResizePending {
+			conditions = append(conditions, c)
+		}
+	}
+	want.Status.Conditions = conditions
+	if err := r.Client.Status().Patch(ctx, want, client.MergeFrom(local)); err != nil {
+		return fmt.Errorf("report capacity %s on claim %s/%s: %w", capacity.String(), local.Namespace, local.Name, err)
+	}
+	return nil
+}
+
+// SetupWithManager watches the volumes of ferry's remote CSI driver.
+func (r *RemoteVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	remoteOnly := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		pv, ok := o.(*corev1.PersistentVolume)
+		if !ok {
+			return false
+		}
+		_, remote := remoteRefOf(pv)
+		return remote
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("ferry-remote-volumes").
+		For(&corev1.PersistentVolume{}, builder.WithPredicates(remoteOnly)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(r)
+}
