@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,6 +91,9 @@ const (
 	ReasonDraining = "Draining"
 	// ReasonDeleting: the provider is deleting the twin namespace.
 	ReasonDeleting = "Deleting"
+	// ReasonVolumesHeld: claims of the namespace keep their data in the
+	// provider's twin namespace; it is not deleted until they are.
+	ReasonVolumesHeld = "VolumesHeld"
 )
 
 // +kubebuilder:rbac:groups=ferry.io,resources=namespaceoffloadings,verbs=get;list;watch;update;patch
@@ -98,6 +102,7 @@ const (
 // +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 
 // Reconcile brings one namespace's offloading in line with its spec.
@@ -344,6 +349,16 @@ func (r *NamespaceOffloadingReconciler) drain(ctx context.Context, nso *ferryv1a
 		return st, false, nil
 	}
 
+	held, err := r.claimsHeldBy(ctx, nso.Namespace, id)
+	if err != nil {
+		return st, false, err
+	}
+	if len(held) > 0 {
+		setClusterCondition(&st, nso.Generation, metav1.ConditionFalse, ReasonVolumesHeld,
+			fmt.Sprintf("%s keep data in cluster %s: the twin namespace is kept until they are deleted (ferry never deletes data by unoffloading)", strings.Join(held, ", "), id))
+		return st, false, nil
+	}
+
 	pctx, cancel := context.WithTimeout(ctx, r.providerTimeout())
 	defer cancel()
 	twins, err := r.ownTwins(pctx, prov, nso.Namespace)
@@ -374,6 +389,33 @@ func (r *NamespaceOffloadingReconciler) drain(ctx context.Context, nso *ferryv1a
 	setClusterCondition(&st, nso.Generation, metav1.ConditionFalse, ReasonDeleting,
 		fmt.Sprintf("waiting for cluster %s to delete twin namespace %s", id, st.TwinNamespace))
 	return st, false, nil
+}
+
+// claimsHeldBy names the claims of namespace whose volumes live in cluster
+// id (the storage fabric's volumes labelled with the provider), and the
+// released volumes of claims already deleted.
+func (r *NamespaceOffloadingReconciler) claimsHeldBy(ctx context.Context, namespace string, id ferryv1alpha1.ClusterID) ([]string, error) {
+	var pvs corev1.PersistentVolumeList
+	if err := r.List(ctx, &pvs, client.MatchingLabels{ferryv1alpha1.LabelClusterID: string(id)}); err != nil {
+		return nil, fmt.Errorf("list volumes in cluster %s: %w", id, err)
+	}
+	var held []string
+	for i := range pvs.Items {
+		pv := &pvs.Items[i]
+		cr := pv.Spec.ClaimRef
+		if cr == nil || cr.Namespace != namespace || placement.VolumeCluster(pv) != id {
+			continue
+		}
+		if pv.Status.Phase == corev1.VolumeReleased {
+			// Its claim is gone; the volume waits for its provider claim's
+			// deletion, or is kept (reclaim policy Retain) until deleted.
+			held = append(held, fmt.Sprintf("volume %s (released, reclaim policy %s)", pv.Name, pv.Spec.PersistentVolumeReclaimPolicy))
+			continue
+		}
+		held = append(held, "claim "+cr.Name)
+	}
+	slices.Sort(held)
+	return held, nil
 }
 
 // ownTwins lists the TwinNamespaces this cluster asked a provider for on

@@ -1,11 +1,16 @@
 package app
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/storage"
 )
 
 func TestParseResources(t *testing.T) {
@@ -66,4 +71,28 @@ func FuzzParseResources(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestClaimRowsTellWhereTheDataLives(t *testing.T) {
+	pv := func(name, claim string, labels, annotations map[string]string, class string) corev1.PersistentVolume {
+		return corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
+			Spec: corev1.PersistentVolumeSpec{StorageClassName: class, ClaimRef: &corev1.ObjectReference{Namespace: "shop", Name: claim},
+				Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
+		}
+	}
+	rows := claimRows([]corev1.PersistentVolume{
+		pv("pv-b", "data-b", map[string]string{ferryv1alpha1.LabelClusterID: "eu-1"},
+			map[string]string{storage.AnnotationRemoteClaim: "shop-home/data-b", storage.AnnotationRemotePhase: "Pending"}, ferryv1alpha1.StorageClassVirtual),
+		pv("pv-a", "data-a", nil, map[string]string{storage.AnnotationBackingClaim: "ferry-storage/pvc-1"}, ferryv1alpha1.StorageClassVirtual),
+		pv("pv-c", "other", nil, nil, "standard"),
+	})
+	want := [][]string{
+		{"shop/data-a", "this cluster", "ferry-storage/pvc-1", "1Gi", "Bound"},
+		{"shop/data-b", "eu-1", "shop-home/data-b", "1Gi", "Pending"},
+	}
+	if !reflect.DeepEqual(rows, want) {
+		t.Errorf("rows = %v, want %v", rows, want)
+	}
 }

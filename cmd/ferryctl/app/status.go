@@ -2,23 +2,29 @@ package app
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
+	"github.com/ferry-io/ferry/storage"
 )
 
 func newStatusCommand() *cobra.Command {
 	var kubeconfig, context string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show this cluster's peers: role, API server health, grant, virtual node, age",
+		Short: "Show this cluster's peers (role, API server health, grant, virtual node, age) and where the data of ferry's claims lives",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig("--kubeconfig", kubeconfig, context)
@@ -49,6 +55,26 @@ func newStatusCommand() *cobra.Command {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", fc.Spec.ClusterID, fc.Spec.Role, conditionStatus(&fc, ferryv1alpha1.ForeignClusterAPIServerReady),
 					granted, node, duration.HumanDuration(time.Since(fc.CreationTimestamp.Time)))
 			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			var pvs corev1.PersistentVolumeList
+			if err := c.List(cmd.Context(), &pvs); apierrors.IsForbidden(err) {
+				fmt.Fprintf(cmd.OutOrStdout(), "\nwhere claims' data lives is not shown: %v\n", err)
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("list PersistentVolumes: %w", err)
+			}
+			rows := claimRows(pvs.Items)
+			if len(rows) == 0 {
+				return nil
+			}
+			fmt.Fprintln(cmd.OutOrStdout())
+			w = tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "CLAIM\tDATA IN\tHELD BY\tCAPACITY\tPHASE")
+			for _, r := range rows {
+				fmt.Fprintln(w, strings.Join(r, "\t"))
+			}
 			return w.Flush()
 		},
 	}
@@ -67,4 +93,32 @@ func conditionStatus(fc *ferryv1alpha1.ForeignCluster, t string) string {
 	default:
 		return "NotReady (" + c.Reason + ")"
 	}
+}
+
+// claimRows describes, sorted by claim, each claim of ferry's virtual
+// storage class by its volume: where its data lives (a provider, or this
+// cluster), the claim holding it there, its capacity and that claim's phase.
+func claimRows(pvs []corev1.PersistentVolume) [][]string {
+	var rows [][]string
+	for i := range pvs {
+		pv := &pvs[i]
+		if pv.Spec.StorageClassName != ferryv1alpha1.StorageClassVirtual || pv.Spec.ClaimRef == nil {
+			continue
+		}
+		where, heldBy, phase := "this cluster", pv.Annotations[storage.AnnotationBackingClaim], string(pv.Status.Phase)
+		if c := placement.VolumeCluster(pv); c != placement.LocalCluster {
+			where, heldBy, phase = string(c), pv.Annotations[storage.AnnotationRemoteClaim], pv.Annotations[storage.AnnotationRemotePhase]
+		}
+		capacity := pv.Spec.Capacity[corev1.ResourceStorage]
+		rows = append(rows, []string{pv.Spec.ClaimRef.Namespace + "/" + pv.Spec.ClaimRef.Name, where, orDash(heldBy), capacity.String(), orDash(phase)})
+	}
+	slices.SortFunc(rows, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	return rows
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
