@@ -65,9 +65,9 @@ func RunDaemon(cfg Config) (err error) {
 
 	progress("starting the consumer cluster (3 nodes) and the provider cluster (5 nodes)")
 	clusters, err := testbed.StartClusters(ctx,
-		testbed.Options{Name: "consumer", ControllerManager: true, Scheduler: true,
+		testbed.Options{Name: "consumer", ControllerManager: true, Scheduler: true, Storage: true,
 			Nodes: []testbed.NodePool{{Name: "consumer-node", Count: 3, CPU: "4", Memory: "16Gi"}}},
-		testbed.Options{Name: "provider", ControllerManager: true, Scheduler: true,
+		testbed.Options{Name: "provider", ControllerManager: true, Scheduler: true, Storage: true,
 			Nodes: []testbed.NodePool{{Name: "provider-node", Count: 5, CPU: "16", Memory: "64Gi",
 				Labels: map[string]string{"topology.kubernetes.io/region": "eu-west"}}}},
 	)
@@ -82,11 +82,14 @@ func RunDaemon(cfg Config) (err error) {
 	}()
 	consumer, provider := clusters[0], clusters[1]
 
-	progress("installing ferry's CRDs and roles in both clusters")
+	progress("installing ferry's CRDs and roles in both clusters, and its storage class in the consumer")
 	for _, c := range clusters {
 		if err := c.ApplyKustomization(ctx, filepath.Join(cfg.RepoRoot, "manifests", "base")); err != nil {
 			return err
 		}
+	}
+	if err := consumer.ApplyKustomization(ctx, filepath.Join(cfg.RepoRoot, "manifests", "storage")); err != nil {
+		return err
 	}
 
 	progress("starting ferry-controller-manager for each cluster (virtual kubelets as local processes)")

@@ -24,8 +24,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
+	"github.com/ferry-io/ferry/storage"
 )
 
 // Namespace is the namespace the demo offloads.
@@ -114,6 +116,21 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 	}
 
+	fmt.Fprintf(out, "\n==> a StatefulSet with a claim per pod in %s: ferry's webhook moves the claims to the ferry storage class,\n"+
+		"    which provisions each where its first pod lands (here the provider) and keeps later pods with their data\n", Namespace)
+	if err := consumer.ctrl.Create(ctx, sampleStatefulSet()); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create StatefulSet db: %w", err)
+	}
+	if _, err := waitRunning(ctx, consumer, Namespace, 4+statefulSetReplicas); err != nil {
+		return err
+	}
+	if err := waitClaimsBound(ctx, consumer, Namespace, statefulSetReplicas); err != nil {
+		return err
+	}
+	if err := run(ctx, out, ferryctl, "status", "--kubeconfig", ready.ConsumerKubeconfig); err != nil {
+		return err
+	}
+
 	for _, p := range pods[Namespace] {
 		if !isVirtual(p.Spec.NodeName) {
 			continue
@@ -151,6 +168,8 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
     kubectl get namespaceoffloading -n %[4]s
     kubectl logs -n %[4]s <api pod> ; kubectl exec -n %[4]s <api pod> -- date
     kubectl --kubeconfig %[3]s get shadowpods,pods -A -l ferry.io/origin-cluster=consumer
+    kubectl get pvc -n %[4]s -L ferry.io/cluster-id   # where each claim's data lives
+    kubectl --kubeconfig %[3]s get pvc -A -l ferry.io/origin-cluster=consumer
    make demo-down stops everything.
 `, ready.ConsumerKubeconfig, ready.Kubectl, ready.ProviderKubeconfig, Namespace)
 	return nil
@@ -282,6 +301,61 @@ func sampleApp() []*appsv1.Deployment {
 		}
 	}
 	return []*appsv1.Deployment{deployment(LocalNamespace, "web", 3), deployment(Namespace, "api", 4)}
+}
+
+// statefulSetReplicas is the demo StatefulSet's size.
+const statefulSetReplicas = 2
+
+// sampleStatefulSet is a database as users write it: a claim per pod from a
+// template, of the cluster's default class.
+func sampleStatefulSet() *appsv1.StatefulSet {
+	labels := map[string]string{"app": "db"}
+	replicas := int32(statefulSetReplicas)
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{Replicas: &replicas, ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: labels},
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "db", Image: "registry.example/db:v1", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}}}},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}},
+		},
+	}
+}
+
+// waitClaimsBound waits for want claims of namespace to be bound, those in
+// a provider bound there too.
+func waitClaimsBound(ctx context.Context, c *clients, namespace string, want int) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := c.ctrl.List(ctx, &pvcs, client.InNamespace(namespace)); err != nil {
+			return fmt.Errorf("list claims of %s: %w", namespace, err)
+		}
+		bound := 0
+		for _, p := range pvcs.Items {
+			if p.Status.Phase != corev1.ClaimBound {
+				continue
+			}
+			var pv corev1.PersistentVolume
+			if err := c.ctrl.Get(ctx, client.ObjectKey{Name: p.Spec.VolumeName}, &pv); err != nil {
+				return fmt.Errorf("read volume of claim %s/%s: %w", namespace, p.Name, err)
+			}
+			if placement.VolumeCluster(&pv) == placement.LocalCluster || pv.Annotations[storage.AnnotationRemotePhase] == string(corev1.ClaimBound) {
+				bound++
+			}
+		}
+		if bound >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d claims of %s bound: %w", bound, want, namespace, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func waitRunning(ctx context.Context, c *clients, namespace string, want int) ([]corev1.Pod, error) {

@@ -44,6 +44,8 @@ var _ = Describe("The demo", Label("demo"), func() {
 
 		remote := regexp.MustCompile(`(?m)^\s+api-\S+\s+Running\s+ferry-provider\s+provider: demo-consumer/api-`)
 		local := regexp.MustCompile(`(?m)^\s+web-\S+\s+Running\s+consumer-node-\d\s+this cluster`)
+		// ferryctl status's claims: the StatefulSet's data in the provider.
+		data := regexp.MustCompile(`(?m)^\s+demo/data-db-\d\s+provider\s+demo-consumer/data-db-\d\s+1Gi\s+Bound`)
 		for run := 1; run <= 2; run++ {
 			By(fmt.Sprintf("make demo, run %d", run))
 			upCtx, cancel := context.WithTimeout(ctx, 6*time.Minute)
@@ -52,6 +54,7 @@ var _ = Describe("The demo", Label("demo"), func() {
 			Expect(err).NotTo(HaveOccurred(), "demo up:\n%s", out)
 			Expect(remote.FindAll(out, -1)).To(HaveLen(4), "demo up:\n%s", out)
 			Expect(local.FindAll(out, -1)).To(HaveLen(3), "demo up:\n%s", out)
+			Expect(data.FindAll(out, -1)).To(HaveLen(2), "demo up:\n%s", out)
 			Expect(string(out)).To(ContainSubstring("kwok pod started"))
 			Expect(string(out)).To(ContainSubstring(filepath.Join(state, "consumer.kubeconfig")))
 		}
