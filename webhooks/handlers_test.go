@@ -67,6 +67,11 @@ func TestPVCMutator(t *testing.T) {
 		{"asks for no class (static)", "shop", claim(&empty, ""), false, ""},
 		{"already virtual", "shop", claim(&virtual, ""), false, ""},
 		{"pre-bound", "shop", claim(&fast, "pv-1"), false, ""},
+		{"selects a volume", "shop", func() *corev1.PersistentVolumeClaim {
+			c := claim(&fast, "")
+			c.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"disk": "ssd"}}
+			return c
+		}(), false, ""},
 		{"Local namespace", "stay", claim(&fast, ""), false, ""},
 		{"namespace not offloaded", "other", claim(&fast, ""), false, ""},
 	} {

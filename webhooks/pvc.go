@@ -25,7 +25,8 @@ const (
 // PVCMutator remaps the new dynamically provisioned claims of offloaded
 // namespaces to the virtual storage class, keeping the class they asked for
 // in AnnotationRequestedStorageClass. Claims that are pre-bound
-// (spec.volumeName), ask for no class (""), or live in a namespace whose
+// (spec.volumeName), select a volume (spec.selector, with a warning), ask
+// for no class (""), or live in a namespace whose
 // pods stay Local are left alone, and so is every claim while the virtual
 // storage class is not installed (a warning says so), because a claim of a
 // missing class would never bind. It refuses claims whose ferry.io
@@ -54,6 +55,11 @@ func (m *PVCMutator) Handle(ctx context.Context, req admission.Request) admissio
 	switch {
 	case pvc.Spec.VolumeName != "":
 		return admission.Allowed("pre-bound claim")
+	case pvc.Spec.Selector != nil:
+		// A selector picks an existing volume; the virtual class only
+		// provisions. The claim keeps its class and binds here.
+		return admission.Allowed("").WithWarnings(fmt.Sprintf(
+			"ferry: PersistentVolumeClaim %s has spec.selector, so it keeps its class and binds in this cluster only (the %q class provisions, it never matches existing volumes)", pvc.Name, StorageClassVirtual))
 	case sc != nil && (*sc == "" || *sc == StorageClassVirtual):
 		return admission.Allowed("")
 	}
