@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -32,6 +33,21 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// newProvisionControllerMu serializes NewProvisionController.
+var newProvisionControllerMu sync.Mutex
+
+// NewProvisionController is sig-storage-lib-external-provisioner's
+// constructor, serialized: each call registers core/v1 into client-go's
+// global scheme, and two provisioners started at once in one process (the
+// test bed runs several clusters, each with provisioners, in one) would
+// write that map concurrently. Every provisioner in the process must be
+// built through it.
+func NewProvisionController(ctx context.Context, kube kubernetes.Interface, name string, p controller.Provisioner, options ...func(*controller.ProvisionController) error) *controller.ProvisionController {
+	newProvisionControllerMu.Lock()
+	defer newProvisionControllerMu.Unlock()
+	return controller.NewProvisionController(ctx, kube, name, p, options...)
+}
+
 // Setup adds the storage fabric to mgr: the provisioner of the virtual
 // class (sig-storage-lib-external-provisioner's controller, run by the
 // elected leader only) and the controller of remote volumes.
@@ -49,7 +65,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	recorder := mgr.GetEventRecorder("ferry-storage")
 	prov := NewProvisioner(mgr.GetClient(), recorder, opts)
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		pc := controller.NewProvisionController(ctx, kube, ferryv1alpha1.ProvisionerVirtual, prov,
+		pc := NewProvisionController(ctx, kube, ferryv1alpha1.ProvisionerVirtual, prov,
 			// The manager elects the leader; this runnable runs only there.
 			controller.LeaderElection(false),
 			controller.Threadiness(opts.Workers),

@@ -55,6 +55,20 @@ type Options struct {
 
 	// ExtraAPIServerArgs are appended to kube-apiserver's flags.
 	ExtraAPIServerArgs []string
+
+	// Storage gives the cluster dynamic provisioning: StorageClasses
+	// StorageClassStandard (the default) and StorageClassFast, both waiting
+	// for the first consumer, served by a hostpath provisioner running in
+	// the test process (see package hostpath); its volumes are directories
+	// under Dir/VolumesDir. It implies ControllerManager, whose PV
+	// controller hands claims to the provisioner and binds them; a pod's
+	// claims are provisioned once a scheduler (Scheduler, or ferry's) has
+	// picked its node. Start returns once the provisioner watches claims.
+	//
+	// It is not on by default with ControllerManager: a default class makes
+	// claims without a class provisioned where tests expect them to wait,
+	// and the provisioner's requests would count in the benchmarks.
+	Storage bool
 }
 
 // Cluster is one running test cluster.
@@ -79,6 +93,7 @@ type Cluster struct {
 	opts     Options
 	ca       *authority
 	procs    []*process // in start order
+	storage  *storage   // the in-process provisioner, with Options.Storage
 	stopOnce sync.Once
 	stopErr  error
 
@@ -140,6 +155,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	if len(opts.Nodes) > 0 {
 		opts.Kwok = true
+	}
+	if opts.Storage {
+		opts.ControllerManager = true
 	}
 	reapStaleClusterDirs()
 	var err error
@@ -280,6 +298,9 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 			"--cluster-signing-cert-file=" + c.ca.CertFile,
 			"--cluster-signing-key-file=" + c.ca.KeyFile,
 			"--service-cluster-ip-range=" + opts.ServiceCIDR,
+			// No --controllers: the default (*) runs the PV controllers
+			// (persistentvolume-binder, -expander, -protection and
+			// persistentvolumeclaim-protection) Options.Storage relies on.
 			"--v=1",
 		}, nil); err != nil {
 			return c, err
@@ -326,6 +347,11 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	if len(opts.Nodes) > 0 {
 		if err := c.AddNodes(ctx, opts.Nodes...); err != nil {
+			return c, err
+		}
+	}
+	if opts.Storage {
+		if err := c.startStorage(ctx); err != nil {
 			return c, err
 		}
 	}
@@ -443,11 +469,15 @@ func (c *Cluster) portConflict() bool {
 	return false
 }
 
-// Stop ends every process of the cluster, the API server and the other
-// components before etcd, and removes the cluster's folder (unless
-// FERRY_TESTBED_KEEP is set). It is safe to call more than once.
+// Stop ends every process of the cluster, the in-process provisioner first
+// and the API server and the other components before etcd, and removes the
+// cluster's folder (unless FERRY_TESTBED_KEEP is set). It is safe to call
+// more than once.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
+		if c.storage != nil {
+			c.storage.stop()
+		}
 		var wg sync.WaitGroup
 		var etcd *process
 		for _, p := range c.procs {
@@ -521,11 +551,15 @@ func (c *Cluster) MemoryRSS() (map[string]int64, error) {
 	return out, nil
 }
 
-// Logs returns the last n lines of each program's log, for failure reports.
+// Logs returns the last n lines of each program's log, and of the
+// in-process provisioner's, for failure reports.
 func (c *Cluster) Logs(n int) string {
 	var b strings.Builder
 	for _, p := range c.procs {
 		fmt.Fprintf(&b, "==== %s/%s (last %d lines) ====\n%s\n", c.Name, p.name, n, p.logTail(n))
+	}
+	if c.storage != nil {
+		fmt.Fprintf(&b, "==== %s/%s (last %d lines) ====\n%s\n", c.Name, storageLog, n, fileTail(c.storage.logPath, n))
 	}
 	return b.String()
 }

@@ -98,9 +98,14 @@ func (p *process) rssBytes() (int64, error) {
 
 // logTail returns the last n lines the process wrote.
 func (p *process) logTail(n int) string {
-	data, err := os.ReadFile(p.logPath)
+	return fileTail(p.logPath, n)
+}
+
+// fileTail returns the last n lines of a log file.
+func fileTail(path string, n int) string {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Sprintf("(cannot read %s: %v)", p.logPath, err)
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
 	}
 	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
 	if len(lines) > n {
