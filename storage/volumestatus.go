@@ -128,6 +128,12 @@ func (r *RemoteVolumeReconciler) localClaim(ctx context.Context, pv *corev1.Pers
 // spec. Nothing is written when nothing changed.
 func (r *RemoteVolumeReconciler) updateVolume(ctx context.Context, pv *corev1.PersistentVolume, phase, volume string, capacity resource.Quantity, next time.Duration) (ctrl.Result, error) {
 	want := pv.DeepCopy()
+	if want.Annotations == nil {
+		want.Annotations = map[string]string{}
+	}
+	if want.Spec.Capacity == nil {
+		want.Spec.Capacity = corev1.ResourceList{}
+	}
 	want.Annotations[AnnotationRemotePhase] = phase
 	if volume != "" {
 		want.Annotations[AnnotationRemoteVolume] = volume
@@ -155,6 +161,9 @@ func (r *RemoteVolumeReconciler) forwardExpansion(ctx context.Context, c client.
 		return nil
 	}
 	patched := remote.DeepCopy()
+	if patched.Spec.Resources.Requests == nil {
+		patched.Spec.Resources.Requests = corev1.ResourceList{}
+	}
 	patched.Spec.Resources.Requests[corev1.ResourceStorage] = want
 	if err := c.Patch(ctx, patched, client.MergeFrom(remote)); err != nil {
 		return fmt.Errorf("expand claim %s/%s to %s: %w", remote.Namespace, remote.Name, want.String(), err)
@@ -174,6 +183,9 @@ func (r *RemoteVolumeReconciler) finishExpansion(ctx context.Context, local *cor
 		return nil
 	}
 	want := local.DeepCopy()
+	if want.Status.Capacity == nil {
+		want.Status.Capacity = corev1.ResourceList{}
+	}
 	want.Status.Capacity[corev1.ResourceStorage] = capacity
 	if want.Status.AllocatedResources != nil {
 		want.Status.AllocatedResources[corev1.ResourceStorage] = capacity
