@@ -165,7 +165,15 @@ func (r *RemoteVolumeReconciler) forwardExpansion(ctx context.Context, c client.
 		patched.Spec.Resources.Requests = corev1.ResourceList{}
 	}
 	patched.Spec.Resources.Requests[corev1.ResourceStorage] = want
-	if err := c.Patch(ctx, patched, client.MergeFrom(remote)); err != nil {
+	err := c.Patch(ctx, patched, client.MergeFrom(remote))
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		// The provider's class does not expand, or its quota refuses:
+		// say so on the claim and look again at the next poll.
+		if r.Recorder != nil {
+			r.Recorder.Eventf(local, nil, corev1.EventTypeWarning, "ExpansionRefused", "Resize", "the provider refused to expand claim %s/%s to %s: %v", remote.Namespace, remote.Name, want.String(), err)
+		}
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("expand claim %s/%s to %s: %w", remote.Namespace, remote.Name, want.String(), err)
 	}
 	if r.Recorder != nil {

@@ -279,6 +279,15 @@ var _ = Describe("Storage fabric", Label("storage"), Ordered, func() {
 			Expect(pvc.UID).To(Equal(claimUIDs[pvc.Name]), "claim %s kept", pvc.Name)
 		}
 
+		By("forwarding an expansion of a claim to the provider's claim")
+		Expect(consumer.Client.Patch(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-db-0"}},
+			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}`)))).To(Succeed())
+		Eventually(func(g Gomega) {
+			var remote corev1.PersistentVolumeClaim
+			g.Expect(eu.Client.Get(ctx, client.ObjectKey{Namespace: twins["eu"], Name: "data-db-0"}, &remote)).To(Succeed())
+			g.Expect(remote.Spec.Resources.Requests).To(HaveKeyWithValue(corev1.ResourceStorage, resource.MustParse("2Gi")))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
 		By("refusing to drop the twin namespace, and its data, while claims are bound there")
 		Expect(consumer.Client.Delete(ctx, sts)).To(Succeed())
 		Expect(consumer.Client.Delete(ctx, &ferryv1alpha1.NamespaceOffloading{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName}})).To(Succeed())

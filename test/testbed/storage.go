@@ -59,6 +59,9 @@ func storageClasses() []*storagev1.StorageClass {
 			Parameters:        params,
 			ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
 			VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+			// Claims may grow (the API server allows it); no resizer acts on
+			// it, so a claim's capacity stays what it was provisioned with.
+			AllowVolumeExpansion: ptr.To(true),
 		}
 	}
 	return []*storagev1.StorageClass{
