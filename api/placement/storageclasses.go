@@ -26,21 +26,20 @@ func NodeStorageClasses(node *corev1.Node) (classes []ferryv1alpha1.VirtualNodeS
 }
 
 // ResolveStorageClass is the provider class serving a claim that asked for
-// requested ("" for the cluster's default): the entry of that name, or for
-// "" the provider's default. The error says what the provider offers.
+// requested ("" for the cluster's default): the entry of that name (the
+// entry named "" stands for the default). The error says what the provider
+// offers.
 func ResolveStorageClass(classes []ferryv1alpha1.VirtualNodeStorageClass, requested string) (string, error) {
-	for _, c := range classes {
-		if (requested == "" && c.Default) || (requested != "" && c.Name == requested) {
-			return c.ProviderClass, nil
-		}
-	}
 	offered := make([]string, 0, len(classes))
 	for _, c := range classes {
-		name := c.Name
-		if c.Default {
-			name += " (default)"
+		if c.Name == requested {
+			return c.ProviderClass, nil
 		}
-		offered = append(offered, name)
+		if c.Name == "" {
+			offered = append(offered, fmt.Sprintf("the default (%s)", c.ProviderClass))
+		} else {
+			offered = append(offered, fmt.Sprintf("%q", c.Name))
+		}
 	}
 	what := fmt.Sprintf("storage class %q", requested)
 	if requested == "" {

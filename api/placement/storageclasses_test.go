@@ -12,8 +12,9 @@ import (
 
 func TestResolveStorageClass(t *testing.T) {
 	classes := []ferryv1alpha1.VirtualNodeStorageClass{
-		{Name: "standard", ProviderClass: "standard", Default: true},
+		{Name: "", ProviderClass: "standard"},
 		{Name: "fast", ProviderClass: "ssd"},
+		{Name: "standard", ProviderClass: "standard"},
 	}
 	for _, tt := range []struct {
 		classes   []ferryv1alpha1.VirtualNodeStorageClass
@@ -23,8 +24,8 @@ func TestResolveStorageClass(t *testing.T) {
 	}{
 		{classes, "", "standard", ""},
 		{classes, "fast", "ssd", ""},
-		{classes, "gold", "", `does not offer storage class "gold" (offers: standard (default), fast)`},
-		{classes[1:], "", "", "does not offer a default storage class (offers: fast)"},
+		{classes, "gold", "", `does not offer storage class "gold" (offers: the default (standard), "fast", "standard")`},
+		{classes[1:], "", "", `does not offer a default storage class (offers: "fast", "standard")`},
 		{nil, "fast", "", "offers no storage"},
 	} {
 		got, err := ResolveStorageClass(tt.classes, tt.requested)
@@ -41,7 +42,7 @@ func TestResolveStorageClass(t *testing.T) {
 }
 
 func FuzzNodeStorageClasses(f *testing.F) {
-	f.Add(`[{"name":"standard","providerClass":"standard","default":true}]`)
+	f.Add(`[{"name":"","providerClass":"standard"},{"name":"standard","providerClass":"standard"}]`)
 	f.Add(`[]`)
 	f.Add(`{`)
 	f.Fuzz(func(t *testing.T, raw string) {

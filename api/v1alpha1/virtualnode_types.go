@@ -63,7 +63,8 @@ type VirtualNodeSpec struct {
 // VirtualNodeStorageClass is a storage class a provider serves claims with,
 // as this cluster names it.
 type VirtualNodeStorageClass struct {
-	// Name of the class in this cluster (what a claim asks for).
+	// Name of the class in this cluster (what a claim asks for); "" stands
+	// for this cluster's default class, served by the provider's default.
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 
@@ -71,11 +72,6 @@ type VirtualNodeStorageClass struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	ProviderClass string `json:"providerClass"`
-
-	// Default marks the provider's default class: it serves claims that
-	// ask for this cluster's default class ("").
-	// +optional
-	Default bool `json:"default,omitempty"`
 }
 
 // VirtualNodeStatus is what the virtual kubelet reports.

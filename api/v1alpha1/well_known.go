@@ -105,7 +105,8 @@ const (
 	AnnotationRequestedStorageClass = "ferry.io/requested-storage-class"
 
 	// AnnotationStorageClasses carries, on a virtual node, the JSON list of
-	// VirtualNodeStorageClasses its provider serves claims with.
+	// VirtualNodeStorageClasses its provider serves claims with (the entry
+	// named "" serves claims asking for the default class).
 	AnnotationStorageClasses = "ferry.io/storage-classes"
 
 	// LabelManagedBy is the well-known label naming the component that

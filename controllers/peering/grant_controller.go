@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,7 @@ type GrantReconciler struct {
 // +kubebuilder:rbac:groups=ferry.io,resources=resourceslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ferry.io,resources=resourceslices/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=nodes;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 
 // Reconcile grants one ResourceSlice.
 func (r *GrantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -58,6 +60,10 @@ func (r *GrantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list pods: %w", err)
+	}
+	var classes storagev1.StorageClassList
+	if err := r.List(ctx, &classes); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list storage classes: %w", err)
 	}
 	consumer := string(slice.Spec.ConsumerClusterID)
 	free := grant.ComputeFree(nodes.Items, pods.Items, func(p *corev1.Pod) bool {
@@ -83,6 +89,7 @@ func (r *GrantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		status.NodeShapes = grant.Shapes(free)
 		status.Labels = grant.SuggestedLabels(nodes.Items, r.Labels)
 	}
+	status.StorageClasses = grant.StorageClassOffers(classes.Items)
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if equality.Semantic.DeepEqual(status, &slice.Status) {
 		return ctrl.Result{}, nil // nothing changed: no write
@@ -102,8 +109,8 @@ func grantMessage(fixed bool, percent int) string {
 	return fmt.Sprintf("%d%% of the provider's unrequested resources", percent)
 }
 
-// SetupWithManager registers the reconciler: ResourceSlices directly, node
-// and pod changes debounced into one re-grant of every slice.
+// SetupWithManager registers the reconciler: ResourceSlices directly, node,
+// pod and StorageClass changes debounced into one re-grant of every slice.
 func (r *GrantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if _, err := grant.Share(nil, r.SharingPercentage); err != nil {
 		return fmt.Errorf("--sharing-percentage: %w", err)
@@ -114,6 +121,7 @@ func (r *GrantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&ferryv1alpha1.ResourceSlice{}).
 		Watches(&corev1.Node{}, regrant).
 		Watches(&corev1.Pod{}, regrant).
+		Watches(&storagev1.StorageClass{}, regrant).
 		Complete(r)
 }
 

@@ -3,6 +3,8 @@ package peering
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,9 +159,14 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 		set(ferryv1alpha1.ForeignClusterResourcesGranted, false, granted.Reason, granted.Message)
 		return
 	}
-	set(ferryv1alpha1.ForeignClusterResourcesGranted, true, "Granted", resourceSummary(slice.Status.Resources))
+	classes, unoffered := virtualNodeStorageClasses(slice.Status.StorageClasses, fc.Spec.StorageClassMap)
+	msg := resourceSummary(slice.Status.Resources)
+	if len(unoffered) > 0 {
+		msg += fmt.Sprintf("; spec.storageClassMap names classes the provider does not offer, ignored: %s", strings.Join(unoffered, ", "))
+	}
+	set(ferryv1alpha1.ForeignClusterResourcesGranted, true, "Granted", msg)
 
-	vn, err := r.ensureVirtualNode(ctx, fc, slice)
+	vn, err := r.ensureVirtualNode(ctx, fc, slice, classes)
 	if err != nil {
 		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualNodeFailed", err.Error())
 		return
@@ -263,7 +270,7 @@ func (r *PeerReconciler) ensureResourceSlice(ctx context.Context, prov *Provider
 
 // ensureVirtualNode makes the VirtualNode standing for the provider match the
 // grant. It lives beside the credentials Secret, which it references.
-func (r *PeerReconciler) ensureVirtualNode(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, slice *ferryv1alpha1.ResourceSlice) (*ferryv1alpha1.VirtualNode, error) {
+func (r *PeerReconciler) ensureVirtualNode(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, slice *ferryv1alpha1.ResourceSlice, classes []ferryv1alpha1.VirtualNodeStorageClass) (*ferryv1alpha1.VirtualNode, error) {
 	vn := &ferryv1alpha1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Name: VirtualNodeName(fc.Spec.ClusterID), Namespace: fc.Spec.CredentialsSecretRef.Namespace}}
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, vn, func() error {
 		vn.Labels = mergeLabels(vn.Labels, map[string]string{ferryv1alpha1.LabelClusterID: string(fc.Spec.ClusterID)})
@@ -272,6 +279,7 @@ func (r *PeerReconciler) ensureVirtualNode(ctx context.Context, fc *ferryv1alpha
 		vn.Spec.Resources = slice.Status.Resources
 		vn.Spec.NodeShapes = slice.Status.NodeShapes
 		vn.Spec.Labels = slice.Status.Labels
+		vn.Spec.StorageClasses = classes
 		vn.Spec.KubeconfigSecretRef = corev1.LocalObjectReference{Name: fc.Spec.CredentialsSecretRef.Name}
 		return controllerutil.SetControllerReference(fc, vn, r.Scheme())
 	})
@@ -279,6 +287,45 @@ func (r *PeerReconciler) ensureVirtualNode(ctx context.Context, fc *ferryv1alpha
 		return nil, fmt.Errorf("ensure VirtualNode %s/%s: %w", vn.Namespace, vn.Name, err)
 	}
 	return vn, nil
+}
+
+// maxVirtualNodeStorageClasses is VirtualNode spec.storageClasses' MaxItems.
+const maxVirtualNodeStorageClasses = 64
+
+// virtualNodeStorageClasses are the classes claims may ask for on the
+// provider's virtual node: each class the provider offers, under its own
+// name; each spec.storageClassMap entry (this cluster's name → the
+// provider's) whose provider class is offered, which replaces an offer of
+// the same local name; and, named "", the provider's default class, which
+// serves claims asking for this cluster's default. unoffered lists, sorted,
+// the entries naming a class the provider does not offer. Sorted by name,
+// at most 64.
+func virtualNodeStorageClasses(offers []ferryv1alpha1.StorageClassOffer, classMap map[string]string) (classes []ferryv1alpha1.VirtualNodeStorageClass, unoffered []string) {
+	byName := map[string]ferryv1alpha1.VirtualNodeStorageClass{}
+	offered := map[string]bool{}
+	for _, o := range offers {
+		byName[o.Name] = ferryv1alpha1.VirtualNodeStorageClass{Name: o.Name, ProviderClass: o.Name}
+		offered[o.Name] = true
+		if o.Default {
+			byName[""] = ferryv1alpha1.VirtualNodeStorageClass{Name: "", ProviderClass: o.Name}
+		}
+	}
+	for local, remote := range classMap {
+		if local == "" || !offered[remote] {
+			unoffered = append(unoffered, local+"="+remote)
+			continue
+		}
+		byName[local] = ferryv1alpha1.VirtualNodeStorageClass{Name: local, ProviderClass: remote}
+	}
+	for _, c := range byName {
+		classes = append(classes, c)
+	}
+	slices.SortFunc(classes, func(a, b ferryv1alpha1.VirtualNodeStorageClass) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(unoffered)
+	if len(classes) > maxVirtualNodeStorageClasses {
+		classes = classes[:maxVirtualNodeStorageClasses]
+	}
+	return classes, unoffered
 }
 
 // unpeer removes, in order, the virtual kubelet, the VirtualNode and its

@@ -219,7 +219,9 @@ var _ = Describe("Storage fabric", Label("storage"), Ordered, func() {
 				classes, ok, err := placement.NodeStorageClasses(&n)
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(ok).To(BeTrue(), "node %s publishes no storage classes", name)
-				g.Expect(classes).To(ContainElement(ferryv1alpha1.VirtualNodeStorageClass{Name: testbed.StorageClassStandard, ProviderClass: testbed.StorageClassStandard, Default: true}))
+				g.Expect(classes).To(ContainElements(
+					ferryv1alpha1.VirtualNodeStorageClass{Name: "", ProviderClass: testbed.StorageClassStandard},
+					ferryv1alpha1.VirtualNodeStorageClass{Name: testbed.StorageClassFast, ProviderClass: testbed.StorageClassFast}))
 			}
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	})

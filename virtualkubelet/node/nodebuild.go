@@ -53,7 +53,9 @@ func NodeLabels(vn *ferryv1alpha1.VirtualNode) map[string]string {
 }
 
 // NodeAnnotations are the Node's annotations: the JSON of spec.nodeShapes
-// under ferry.io/node-shapes, absent when the grant lists no shapes.
+// under ferry.io/node-shapes (for RemoteFit) and of spec.storageClasses
+// under ferry.io/storage-classes (for the storage fabric and DataGravity),
+// each absent when the grant lists none.
 func NodeAnnotations(vn *ferryv1alpha1.VirtualNode) (map[string]string, error) {
 	annotations := map[string]string{}
 	if len(vn.Spec.NodeShapes) > 0 {
@@ -62,6 +64,13 @@ func NodeAnnotations(vn *ferryv1alpha1.VirtualNode) (map[string]string, error) {
 			return nil, fmt.Errorf("encode node shapes of virtual node %s/%s: %w", vn.Namespace, vn.Name, err)
 		}
 		annotations[ferryv1alpha1.AnnotationNodeShapes] = string(shapes)
+	}
+	if len(vn.Spec.StorageClasses) > 0 {
+		classes, err := json.Marshal(vn.Spec.StorageClasses)
+		if err != nil {
+			return nil, fmt.Errorf("encode storage classes of virtual node %s/%s: %w", vn.Namespace, vn.Name, err)
+		}
+		annotations[ferryv1alpha1.AnnotationStorageClasses] = string(classes)
 	}
 	return annotations, nil
 }

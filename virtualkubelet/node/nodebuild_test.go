@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -23,8 +24,9 @@ func testVirtualNode() *ferryv1alpha1.VirtualNode {
 				corev1.ResourcePods:   resource.MustParse("110"),
 				"nvidia.com/gpu":      resource.MustParse("1"),
 			},
-			NodeShapes: []ferryv1alpha1.NodeShape{{Count: 2, Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}}},
-			Labels:     map[string]string{"topology.kubernetes.io/zone": "remote", ferryv1alpha1.LabelNodeType: "spoofed"},
+			NodeShapes:     []ferryv1alpha1.NodeShape{{Count: 2, Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}}},
+			StorageClasses: []ferryv1alpha1.VirtualNodeStorageClass{{Name: "", ProviderClass: "standard"}, {Name: "fast", ProviderClass: "ssd"}},
+			Labels:         map[string]string{"topology.kubernetes.io/zone": "remote", ferryv1alpha1.LabelNodeType: "spoofed"},
 			Taints: []corev1.Taint{
 				{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
 				{Key: ferryv1alpha1.TaintVirtualNode, Effect: corev1.TaintEffectNoExecute},
@@ -79,6 +81,9 @@ func TestBuildNode(t *testing.T) {
 	if err := json.Unmarshal([]byte(n.Annotations[ferryv1alpha1.AnnotationNodeShapes]), &shapes); err != nil || len(shapes) != 1 || shapes[0].Count != 2 {
 		t.Errorf("node shapes annotation %q (%v)", n.Annotations[ferryv1alpha1.AnnotationNodeShapes], err)
 	}
+	if classes, ok, err := placement.NodeStorageClasses(n); err != nil || !ok || len(classes) != 2 || classes[1].ProviderClass != "ssd" {
+		t.Errorf("storage classes annotation %q: %v, %v, %v", n.Annotations[ferryv1alpha1.AnnotationStorageClasses], classes, ok, err)
+	}
 	if n.Status.NodeInfo.KubeletVersion != KubeletVersion || n.Status.NodeInfo.OperatingSystem != "linux" || n.Status.NodeInfo.Architecture != "amd64" {
 		t.Errorf("node info %+v", n.Status.NodeInfo)
 	}
@@ -96,7 +101,7 @@ func TestBuildNode(t *testing.T) {
 	}
 
 	// spec.nodeName wins; no shapes, no annotation; unhealthy, NotReady.
-	vn.Spec.NodeName, vn.Spec.NodeShapes = "ferry-provider-a", nil
+	vn.Spec.NodeName, vn.Spec.NodeShapes, vn.Spec.StorageClasses = "ferry-provider-a", nil, nil
 	h := NewHealth(1, start)
 	h.Observe(errFake, start.Add(time.Second))
 	n, err = BuildNode(vn, h, start, Endpoint{IP: "127.0.0.1", Port: 10250})
@@ -108,6 +113,9 @@ func TestBuildNode(t *testing.T) {
 	}
 	if _, ok := n.Annotations[ferryv1alpha1.AnnotationNodeShapes]; ok {
 		t.Errorf("node shapes annotation set without shapes")
+	}
+	if _, ok := n.Annotations[ferryv1alpha1.AnnotationStorageClasses]; ok {
+		t.Errorf("storage classes annotation set without classes")
 	}
 	if c := n.Status.Conditions[0]; c.Type != corev1.NodeReady || c.Status != corev1.ConditionFalse || c.Reason != ReasonProviderUnreachable {
 		t.Errorf("Ready condition %+v, want False/ProviderUnreachable", c)
