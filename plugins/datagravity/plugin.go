@@ -1,8 +1,10 @@
 // Package datagravity is the DataGravity scheduler plugin: pods go where
 // their data is. Hard: a pod whose bound volumes live in a cluster (a
-// provider, or this one) runs there. Soft: the bound claims of the pod's
-// namespace annotated ferry.io/data-gravity=true pull its pods toward the
-// cluster holding them, in proportion to their size. See README.md.
+// provider, or this one) runs there, and a pod whose claims of ferry's
+// virtual class are not bound yet runs only where a provider serves the
+// class they ask for. Soft: the bound claims of the pod's namespace
+// annotated ferry.io/data-gravity=true pull its pods toward the cluster
+// holding them, in proportion to their size. See README.md.
 package datagravity
 
 import (
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -32,10 +35,20 @@ const (
 	scoreKey  fwk.StateKey = Name + "/score"
 )
 
-// filterState: the cluster the pod's bound volumes live in.
+// filterState: the cluster the pod's bound volumes live in (when bound),
+// and the classes its claims of ferry's virtual class, not bound yet, ask
+// for (a virtual node's provider must serve each).
 type filterState struct {
-	cluster ferryv1alpha1.ClusterID
-	reason  string
+	bound    bool
+	cluster  ferryv1alpha1.ClusterID
+	reason   string
+	requests []classRequest
+}
+
+// classRequest is a claim of the virtual class waiting for its first pod,
+// and the class it asked for ("" for the default).
+type classRequest struct {
+	claim, class string
 }
 
 func (s *filterState) Clone() fwk.StateData { return s }
@@ -123,13 +136,15 @@ func where(c ferryv1alpha1.ClusterID) string {
 	return "cluster " + string(c)
 }
 
-// PreFilter finds the cluster the pod's bound volumes live in. A pod with
-// none is skipped. Volumes in two clusters can never be mounted together.
-// When the data is in a provider, the pod's node set is that provider's
-// virtual nodes.
+// PreFilter finds the cluster the pod's bound volumes live in, and the
+// storage classes its unbound claims of ferry's virtual class ask for. A pod
+// with neither is skipped. Volumes in two clusters can never be mounted
+// together. When the data is in a provider, the pod's node set is that
+// provider's virtual nodes.
 func (pl *Plugin) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	found := map[ferryv1alpha1.ClusterID]string{} // cluster -> first claim there
 	var order []ferryv1alpha1.ClusterID
+	var requests []classRequest
 	for _, name := range claimNames(pod) {
 		pvc, err := pl.pvcs.PersistentVolumeClaims(pod.Namespace).Get(name)
 		if apierrors.IsNotFound(err) {
@@ -137,6 +152,10 @@ func (pl *Plugin) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 		}
 		if err != nil {
 			return nil, fwk.AsStatus(fmt.Errorf("DataGravity: read claim %s/%s: %w", pod.Namespace, name, err))
+		}
+		if pvc.Spec.VolumeName == "" && ptr.Deref(pvc.Spec.StorageClassName, "") == ferryv1alpha1.StorageClassVirtual {
+			requests = append(requests, classRequest{claim: name, class: pvc.Annotations[ferryv1alpha1.AnnotationRequestedStorageClass]})
+			continue
 		}
 		pv, err := pl.boundVolume(pvc)
 		if err != nil {
@@ -153,7 +172,11 @@ func (pl *Plugin) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 	}
 	switch len(order) {
 	case 0:
-		return nil, fwk.NewStatus(fwk.Skip)
+		if len(requests) == 0 {
+			return nil, fwk.NewStatus(fwk.Skip)
+		}
+		cs.Write(filterKey, &filterState{requests: requests})
+		return nil, nil
 	case 1:
 	default:
 		parts := make([]string, len(order))
@@ -163,7 +186,7 @@ func (pl *Plugin) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "the pod's volumes live in different clusters: "+strings.Join(parts, ", "))
 	}
 	c := order[0]
-	cs.Write(filterKey, &filterState{cluster: c, reason: fmt.Sprintf("the data of claim %s lives in %s", found[c], where(c))})
+	cs.Write(filterKey, &filterState{bound: true, cluster: c, reason: fmt.Sprintf("the data of claim %s lives in %s", found[c], where(c)), requests: requests})
 	if c == placement.LocalCluster || pl.args.MaxPreFilterNodes == 0 {
 		return nil, nil
 	}
@@ -183,15 +206,35 @@ func (pl *Plugin) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 // PreFilterExtensions implements fwk.PreFilterPlugin.
 func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// Filter admits only nodes of the cluster the pod's data lives in: O(1).
+// Filter admits only nodes of the cluster the pod's data lives in, and
+// virtual nodes only when their provider serves the class each unbound
+// claim of the pod asks for: O(1) per node (the classes are parsed once per
+// node).
 func (pl *Plugin) Filter(_ context.Context, cs fwk.CycleState, _ *corev1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	data, err := cs.Read(filterKey)
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("DataGravity: reading PreFilter state: %w", err))
 	}
 	s := data.(*filterState)
-	if placement.NodeCluster(nodeInfo.Node()) != s.cluster {
+	node := nodeInfo.Node()
+	if s.bound && placement.NodeCluster(node) != s.cluster {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, s.reason)
+	}
+	if len(s.requests) == 0 || !placement.IsVirtualNode(node) {
+		return nil
+	}
+	classes, err := pl.nodes.StorageClasses(node)
+	if err != nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	for _, r := range s.requests {
+		if _, err := placement.ResolveStorageClass(classes, r.class); err != nil {
+			asks := fmt.Sprintf("storage class %q", r.class)
+			if r.class == "" {
+				asks = "the default storage class"
+			}
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("claim %s asks for %s: %s %v", r.claim, asks, where(placement.NodeCluster(node)), err))
+		}
 	}
 	return nil
 }
@@ -279,11 +322,12 @@ func (pl *Plugin) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragmen
 }
 
 // EventsToRegister implements fwk.EnqueueExtensions: a refused pod may fit
-// once claims or volumes change (bound, relabelled) or a node appears.
+// once claims or volumes change (bound, relabelled), a node appears, or a
+// virtual node's storage classes change.
 func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolumeClaim, ActionType: fwk.Add | fwk.Update}},
 		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolume, ActionType: fwk.Add | fwk.Update}},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeAnnotation}},
 	}, nil
 }

@@ -27,6 +27,10 @@ type volume struct {
 	size    string
 	gravity bool
 	unbound bool
+	// virtual: an unbound claim of ferry's virtual class asking for
+	// requested.
+	virtual   bool
+	requested string
 }
 
 func newPlugin(t *testing.T, args Args, nodes []*corev1.Node, claims map[string]volume) *Plugin {
@@ -37,6 +41,11 @@ func newPlugin(t *testing.T, args Args, nodes []*corev1.Node, claims map[string]
 		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
 		if v.gravity {
 			pvc.Annotations = map[string]string{placement.AnnotationDataGravity: "true"}
+		}
+		if v.virtual {
+			v.unbound = true
+			pvc.Annotations = map[string]string{ferryv1alpha1.AnnotationRequestedStorageClass: v.requested}
+			pvc.Spec.StorageClassName = new(ferryv1alpha1.StorageClassVirtual)
 		}
 		if !v.unbound {
 			pvc.Spec.VolumeName = "pv-" + name
@@ -205,6 +214,64 @@ func TestDataGravityArgs(t *testing.T) {
 	} {
 		if _, err := DecodeArgs(&runtime.Unknown{Raw: []byte(raw)}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error with %q", raw, err, want)
+		}
+	}
+}
+
+// A pod whose claims of the virtual class wait for it goes only to virtual
+// nodes whose provider serves the classes they ask for; real nodes are
+// VolumeBinding's to judge.
+func TestUnboundClaimsNeedTheirClassOffered(t *testing.T) {
+	withClasses := func(n *corev1.Node, raw string) *corev1.Node {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[ferryv1alpha1.AnnotationStorageClasses] = raw
+		return n
+	}
+	nodes := []*corev1.Node{
+		plugintest.RealNode("real"),
+		withClasses(plugintest.VirtualNode("virtual-a", "a", nil), `[{"name":"","providerClass":"standard"},{"name":"fast","providerClass":"ssd"}]`),
+		plugintest.VirtualNode("virtual-b", "b", nil),
+		withClasses(plugintest.VirtualNode("virtual-c", "c", nil), `{not json`),
+	}
+	pl := newPlugin(t, DefaultArgs(), nodes, map[string]volume{
+		"in-a":      {cluster: "a", size: "1Gi"},
+		"want-fast": {virtual: true, requested: "fast"}, "want-gold": {virtual: true, requested: "gold"}, "want-default": {virtual: true},
+	})
+	for name, tc := range map[string]struct {
+		pod    *corev1.Pod
+		want   string
+		reason string
+	}{
+		"offered class":           {pod: mounting("want-fast"), want: "real,virtual-a"},
+		"default class":           {pod: mounting("want-default"), want: "real,virtual-a"},
+		"class offered nowhere":   {pod: mounting("want-gold"), want: "real", reason: `claim want-gold asks for storage class "gold": cluster a does not offer storage class "gold" (offers: the default (standard), "fast")`},
+		"with data in a, too":     {pod: mounting("in-a", "want-fast"), want: "virtual-a"},
+		"with data in a, no gold": {pod: mounting("in-a", "want-gold"), want: ""},
+	} {
+		cs := framework.NewCycleState()
+		if _, pre := pl.PreFilter(context.Background(), cs, tc.pod, nil); !pre.IsSuccess() {
+			t.Fatalf("%s: PreFilter %v", name, pre)
+		}
+		var admitted []string
+		for _, n := range nodes {
+			st := pl.Filter(context.Background(), cs, tc.pod, plugintest.Info(n))
+			switch {
+			case st.IsSuccess():
+				admitted = append(admitted, n.Name)
+			case st.Code() != fwk.UnschedulableAndUnresolvable:
+				t.Errorf("%s: node %s: %v", name, n.Name, st)
+			case n.Name == "virtual-a" && tc.reason != "" && st.Message() != tc.reason:
+				t.Errorf("%s: refused with %q, want %q", name, st.Message(), tc.reason)
+			case n.Name == "virtual-b" && !strings.Contains(st.Message(), "cluster b offers no storage") && !strings.Contains(st.Message(), "lives in cluster a"):
+				t.Errorf("%s: virtual-b refused with %q, want it to say the provider offers no storage", name, st.Message())
+			case n.Name == "virtual-c" && !strings.Contains(st.Message(), ferryv1alpha1.AnnotationStorageClasses) && !strings.Contains(st.Message(), "lives in cluster a"):
+				t.Errorf("%s: virtual-c refused with %q, want the malformed annotation named", name, st.Message())
+			}
+		}
+		if got := strings.Join(admitted, ","); got != tc.want {
+			t.Errorf("%s: admitted %q, want %q", name, got, tc.want)
 		}
 	}
 }

@@ -37,8 +37,16 @@ func indexFunc(obj any) ([]string, error) {
 type Index struct {
 	indexer cache.Indexer
 
-	mu     sync.Mutex
-	shapes map[string]parsed // by node name
+	mu      sync.Mutex
+	shapes  map[string]parsed        // by node name
+	classes map[string]parsedClasses // by node name
+}
+
+// parsedClasses memoizes a node's storage classes annotation.
+type parsedClasses struct {
+	raw     string
+	classes []ferryv1alpha1.VirtualNodeStorageClass
+	err     error
 }
 
 type parsed struct {
@@ -56,7 +64,7 @@ func New(informer cache.SharedIndexInformer) (*Index, error) {
 			return nil, fmt.Errorf("index virtual nodes: %w", err)
 		}
 	}
-	return &Index{indexer: informer.GetIndexer(), shapes: map[string]parsed{}}, nil
+	return &Index{indexer: informer.GetIndexer(), shapes: map[string]parsed{}, classes: map[string]parsedClasses{}}, nil
 }
 
 // NewStatic returns an index holding nodes: for tests and tools that have
@@ -68,7 +76,7 @@ func NewStatic(nodes ...*corev1.Node) *Index {
 			panic(err) // a node without a name
 		}
 	}
-	return &Index{indexer: indexer, shapes: map[string]parsed{}}
+	return &Index{indexer: indexer, shapes: map[string]parsed{}, classes: map[string]parsedClasses{}}
 }
 
 func (x *Index) byIndex(key string) []*corev1.Node {
@@ -116,4 +124,19 @@ func ParseShapes(raw string, present bool) ([]ferryv1alpha1.NodeShape, bool, err
 		return nil, true, fmt.Errorf("annotation %s: %w", ferryv1alpha1.AnnotationNodeShapes, err)
 	}
 	return shapes, true, nil
+}
+
+// StorageClasses are the storage classes a virtual node's provider serves
+// claims with (placement.NodeStorageClasses), parsed once per annotation
+// value, so a Filter reading them stays O(1).
+func (x *Index) StorageClasses(node *corev1.Node) ([]ferryv1alpha1.VirtualNodeStorageClass, error) {
+	raw := node.Annotations[ferryv1alpha1.AnnotationStorageClasses]
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if p, ok := x.classes[node.Name]; ok && p.raw == raw {
+		return p.classes, p.err
+	}
+	classes, _, err := placement.NodeStorageClasses(node)
+	x.classes[node.Name] = parsedClasses{raw: raw, classes: classes, err: err}
+	return classes, err
 }
