@@ -11,12 +11,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
 // RemoteVolumeReconciler keeps each local volume standing for a provider's
@@ -212,7 +217,8 @@ func (r *RemoteVolumeReconciler) finishExpansion(ctx context.Context, local *cor
 	return nil
 }
 
-// SetupWithManager watches the volumes of ferry's remote CSI driver.
+// SetupWithManager watches the volumes of ferry's remote CSI driver and
+// the claims of the virtual class bound to a volume.
 func (r *RemoteVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	remoteOnly := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		pv, ok := o.(*corev1.PersistentVolume)
@@ -222,9 +228,18 @@ func (r *RemoteVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		_, remote := remoteRefOf(pv)
 		return remote
 	})
+	// A user's claim changing (an expansion) is a change of its volume.
+	claimsVolume := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		pvc, ok := o.(*corev1.PersistentVolumeClaim)
+		if !ok || pvc.Spec.VolumeName == "" || ptr.Deref(pvc.Spec.StorageClassName, "") != ferryv1alpha1.StorageClassVirtual {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: pvc.Spec.VolumeName}}}
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ferry-remote-volumes").
 		For(&corev1.PersistentVolume{}, builder.WithPredicates(remoteOnly)).
+		Watches(&corev1.PersistentVolumeClaim{}, claimsVolume).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
 }

@@ -179,6 +179,21 @@ var _ = Describe("Storage fabric", Label("storage"), Ordered, func() {
 			}
 		}).WithContext(ctx).WithTimeout(90*time.Second).Should(Succeed(), "nothing of %s's claims left", ns)
 	}
+	// expectPending checks that a pod stays unscheduled with a reason that
+	// says each of want.
+	expectPending := func(ctx context.Context, ns, name string, want ...string) {
+		GinkgoHelper()
+		Eventually(func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)).To(Succeed())
+			g.Expect(p.Spec.NodeName).To(BeEmpty())
+			cond := podCondition(&p, corev1.PodScheduled)
+			g.Expect(cond).NotTo(BeNil())
+			for _, w := range want {
+				g.Expect(cond.Message).To(ContainSubstring(w))
+			}
+		}).WithContext(ctx).WithTimeout(60*time.Second).Should(Succeed(), "pod %s/%s Pending", ns, name)
+	}
 	deleteClaims := func(ctx context.Context, ns string) {
 		GinkgoHelper()
 		Expect(consumer.Client.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(ns))).To(Succeed())
@@ -371,28 +386,14 @@ var _ = Describe("Storage fabric", Label("storage"), Ordered, func() {
 
 		By("keeping Pending, with the claims and clusters named, a pod whose claims live in two clusters")
 		Expect(consumer.Client.Create(ctx, podWith(ns, "torn", nil, nil, "data-eu", "data-us"))).To(Succeed())
-		Eventually(func(g Gomega) {
-			var p corev1.Pod
-			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "torn"}, &p)).To(Succeed())
-			g.Expect(p.Spec.NodeName).To(BeEmpty())
-			cond := podCondition(&p, corev1.PodScheduled)
-			g.Expect(cond).NotTo(BeNil())
-			g.Expect(cond.Message).To(And(ContainSubstring("claim data-eu in cluster eu"), ContainSubstring("claim data-us in cluster us")))
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		expectPending(ctx, ns, "torn", "claim data-eu in cluster eu", "claim data-us in cluster us")
 
 		By("keeping Pending, naming the class, a pod whose claim asks for a class no cluster offers")
 		gold := claim(ns, "data-gold-remote", "1Gi", nil)
 		gold.Spec.StorageClassName = new("gold")
 		Expect(consumer.Client.Create(ctx, gold)).To(Succeed())
 		Expect(consumer.Client.Create(ctx, podWith(ns, "golden", inRegion("eu-west"), nil, "data-gold-remote"))).To(Succeed())
-		Eventually(func(g Gomega) {
-			var p corev1.Pod
-			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "golden"}, &p)).To(Succeed())
-			g.Expect(p.Spec.NodeName).To(BeEmpty())
-			cond := podCondition(&p, corev1.PodScheduled)
-			g.Expect(cond).NotTo(BeNil())
-			g.Expect(cond.Message).To(And(ContainSubstring("data-gold-remote"), ContainSubstring(`"gold"`)))
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		expectPending(ctx, ns, "golden", `claim data-gold-remote asks for storage class "gold": cluster eu does not offer storage class "gold"`)
 		var pvc corev1.PersistentVolumeClaim
 		Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(gold), &pvc)).To(Succeed())
 		Expect(pvc.Status.Phase).To(Equal(corev1.ClaimPending), "nothing was provisioned")
