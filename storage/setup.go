@@ -50,7 +50,8 @@ func NewProvisionController(ctx context.Context, kube kubernetes.Interface, name
 
 // Setup adds the storage fabric to mgr: the provisioner of the virtual
 // class (sig-storage-lib-external-provisioner's controller, run by the
-// elected leader only) and the controller of remote volumes.
+// elected leader only), the controller of remote volumes and the collector
+// of real claims nothing will use.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
@@ -84,6 +85,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}))
 	if err != nil {
 		return fmt.Errorf("storage: add provisioner: %w", err)
+	}
+	if err := (&RealClaimCollector{Client: mgr.GetClient(), Namespace: opts.Namespace}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("storage: set up real claim collector: %w", err)
 	}
 	return (&RemoteVolumeReconciler{Client: mgr.GetClient(), Providers: opts.Providers, Recorder: recorder}).SetupWithManager(mgr)
 }
