@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/utils/ptr"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
 
 	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
