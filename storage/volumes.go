@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -196,12 +195,4 @@ func capacityOf(pvc *corev1.PersistentVolumeClaim) resource.Quantity {
 		return q
 	}
 	return pvc.Spec.Resources.Requests[corev1.ResourceStorage]
-}
-
-// describe names a cluster for events.
-func describe(c ferryv1alpha1.ClusterID) string {
-	if c == "" {
-		return "this cluster"
-	}
-	return fmt.Sprintf("cluster %s", c)
 }
