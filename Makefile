@@ -12,6 +12,9 @@ TEST_TIMEOUT ?= 40m
 # bench-offload: pods per run, and create calls in flight.
 PODS ?= 1000
 CONCURRENCY ?= 32
+# bench-storage: StatefulSet pods with a claim each, offloaded vs. direct, and pods per set.
+STORAGE_PODS ?= 200
+STORAGE_REPLICAS ?= 10
 # bench-webhook: pods created in each namespace (with and without the webhooks).
 WEBHOOK_PODS ?= 2000
 # bench-scheduler: scheduler_perf label filter (performance: 5000 nodes / 10000 pods;
@@ -91,6 +94,10 @@ bench-webhook: testbed ## Pod creation with and without ferry's pod webhooks, al
 .PHONY: bench-offload
 bench-offload: testbed ## N pods offloaded vs. N pods direct in the provider (PODS=1000 CONCURRENCY=32); ends with a RESULT line.
 	$(GO) run ./test/cmd/bench-offload -pods $(PODS) -concurrency $(CONCURRENCY)
+
+.PHONY: bench-storage
+bench-storage: testbed ## StatefulSet pods with a claim each (STORAGE_PODS=200, STORAGE_REPLICAS=10 per set), claims offloaded through the ferry storage class vs. the same sets direct in the provider; ends with a RESULT line.
+	$(GO) run ./test/cmd/bench-offload -claims -pods $(STORAGE_PODS) -replicas $(STORAGE_REPLICAS) -concurrency $(CONCURRENCY)
 
 .PHONY: bench-reflection
 bench-reflection: testbed ## Reflection of 1000 ConfigMaps, 1000 Secrets, 200 Services into 10 twin namespaces, both remote scopes: time to reflect all, update p50/p99, writes per object and on idle resyncs, open watches with 1/10/50 namespaces (≈ 2 min); ends with RESULT lines.

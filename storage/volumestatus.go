@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -220,15 +221,36 @@ func (r *RemoteVolumeReconciler) finishExpansion(ctx context.Context, local *cor
 // SetupWithManager watches the volumes of ferry's remote CSI driver and
 // the claims of the virtual class bound to a volume.
 func (r *RemoteVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	remoteOnly := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		pv, ok := o.(*corev1.PersistentVolume)
-		if !ok {
-			return false
-		}
-		_, remote := remoteRefOf(pv)
-		return remote
-	})
-	// A user's claim changing (an expansion) is a change of its volume.
+	// A remote volume is looked at when it appears (a restart lists them
+	// all) and when it is first bound; then it polls its provider. Updates
+	// of its own (its annotations, the library's finalizer) cost no
+	// provider request.
+	remoteVolumes := predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return isRemoteVolume(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, okOld := e.ObjectOld.(*corev1.PersistentVolume)
+			cur, okNew := e.ObjectNew.(*corev1.PersistentVolume)
+			return okOld && okNew && isRemoteVolume(cur) && old.Status.Phase != cur.Status.Phase && cur.Status.Phase == corev1.VolumeBound
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	// A user's claim asking for more (an expansion) is a change of its
+	// volume; its other updates (status, annotations) are not.
+	expanded := predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, okOld := e.ObjectOld.(*corev1.PersistentVolumeClaim)
+			cur, okNew := e.ObjectNew.(*corev1.PersistentVolumeClaim)
+			if !okOld || !okNew {
+				return false
+			}
+			was, is := old.Spec.Resources.Requests[corev1.ResourceStorage], cur.Spec.Resources.Requests[corev1.ResourceStorage]
+			return is.Cmp(was) != 0
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 	claimsVolume := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		pvc, ok := o.(*corev1.PersistentVolumeClaim)
 		if !ok || pvc.Spec.VolumeName == "" || ptr.Deref(pvc.Spec.StorageClassName, "") != ferryv1alpha1.StorageClassVirtual {
@@ -238,8 +260,18 @@ func (r *RemoteVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ferry-remote-volumes").
-		For(&corev1.PersistentVolume{}, builder.WithPredicates(remoteOnly)).
-		Watches(&corev1.PersistentVolumeClaim{}, claimsVolume).
+		For(&corev1.PersistentVolume{}, builder.WithPredicates(remoteVolumes)).
+		Watches(&corev1.PersistentVolumeClaim{}, claimsVolume, builder.WithPredicates(expanded)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
+}
+
+// isRemoteVolume says whether o is a volume standing for a provider's claim.
+func isRemoteVolume(o client.Object) bool {
+	pv, ok := o.(*corev1.PersistentVolume)
+	if !ok {
+		return false
+	}
+	_, remote := remoteRefOf(pv)
+	return remote
 }

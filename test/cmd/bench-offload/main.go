@@ -1,6 +1,7 @@
 // Command bench-offload measures pod offloading against running the same pods
-// directly in the provider, on two test-bed clusters (`make bench-offload`),
-// and prints a RESULT line.
+// directly in the provider, on two test-bed clusters (`make bench-offload`;
+// with -claims, StatefulSet pods with claims: `make bench-storage`), and
+// prints a RESULT line.
 package main
 
 import (
@@ -22,6 +23,8 @@ func main() {
 	opts := offload.Options{Out: os.Stdout}
 	flag.IntVar(&opts.Pods, "pods", 1000, "pods created in each run, direct and offloaded")
 	flag.IntVar(&opts.Concurrency, "concurrency", 32, "create calls in flight at once")
+	flag.BoolVar(&opts.Claims, "claims", false, "pods of StatefulSets with a claim each, offloaded through ferry's storage class (make bench-storage)")
+	flag.IntVar(&opts.Replicas, "replicas", 10, "pods per StatefulSet with -claims")
 	timeout := flag.Duration("timeout", 30*time.Minute, "bound of the whole run")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (ferry's controller managers run in it) to this file")
 	flag.Parse()

@@ -27,6 +27,13 @@ type Options struct {
 	RepoRoot string
 	// Out receives the progress lines and, last, the RESULT line.
 	Out io.Writer
+	// Claims makes every pod a StatefulSet's, with a claim of its own
+	// (bench-storage): both clusters get the test bed's provisioner, the
+	// consumer ferry's storage class (manifests/storage), and the offloaded
+	// claims ask for it as ferry's PVC webhook would have them ask.
+	Claims bool
+	// Replicas is each StatefulSet's size when Claims is set.
+	Replicas int
 }
 
 func (o Options) validate() error {
@@ -35,6 +42,9 @@ func (o Options) validate() error {
 	}
 	if o.Concurrency < 1 {
 		return fmt.Errorf("-concurrency %d: must be at least 1", o.Concurrency)
+	}
+	if o.Claims && (o.Replicas < 1 || o.Pods%o.Replicas != 0) {
+		return fmt.Errorf("-replicas %d: must be at least 1 and divide -pods %d", o.Replicas, o.Pods)
 	}
 	if _, err := os.Stat(filepath.Join(o.RepoRoot, "go.mod")); err != nil {
 		return fmt.Errorf("%s is not ferry's source tree (run from the repository root, e.g. make bench-offload): %w", o.RepoRoot, err)
@@ -65,7 +75,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 
 	say("starting clusters: consumer (1 node) and provider (%d nodes of %d pods)", providerNodes, podsPerNode(opts.Pods))
-	clusters, err := testbed.StartClusters(ctx, consumerOptions(), providerOptions(opts.Pods))
+	clusters, err := testbed.StartClusters(ctx, consumerOptions(opts.Claims), providerOptions(opts.Pods, opts.Claims))
 	if err != nil {
 		return err
 	}
@@ -83,6 +93,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	for _, c := range clusters {
 		if err := c.ApplyKustomization(ctx, filepath.Join(opts.RepoRoot, "manifests", "base")); err != nil {
+			return err
+		}
+	}
+	if opts.Claims {
+		if err := consumer.ApplyKustomization(ctx, filepath.Join(opts.RepoRoot, "manifests", "storage")); err != nil {
 			return err
 		}
 	}
@@ -133,6 +148,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	direct, err := podRun{
 		name: "direct", cluster: provider, namespace: directNamespace, spec: podSpec(),
 		pods: opts.Pods, concurrency: opts.Concurrency, counted: []*testbed.Cluster{provider},
+		claims: directClaims(opts),
 	}.measure(ctx, say)
 	if err != nil {
 		return err
@@ -151,7 +167,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	offloaded, err := podRun{
 		name: "offload", cluster: consumer, namespace: benchNamespace, spec: offloadedPodSpec(),
 		pods: opts.Pods, concurrency: opts.Concurrency, counted: []*testbed.Cluster{consumer, provider},
-		twin: provider, twinNamespace: twin,
+		twin: provider, twinNamespace: twin, claims: offloadedClaims(opts),
 	}.measure(ctx, say)
 	peakRSS, lastRSS, memErr := memory.stop()
 	if err != nil {
@@ -161,6 +177,13 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return fmt.Errorf("virtual kubelet %s: %w", vn, memErr)
 	}
 	offloaded.report(say)
+	if opts.Claims {
+		n, err := checkClaimsInProvider(ctx, consumer, provider, benchNamespace, twin)
+		if err != nil {
+			return err
+		}
+		say("claims: all %d offloaded claims bound to volumes of provider %s, their provider claims Bound in %s", n, providerID, twin)
+	}
 	say("virtual kubelet memory: peak %d MiB (VmHWM), %d MiB at the end", peakRSS>>20, lastRSS>>20)
 
 	work, err := controllersWork()
@@ -170,7 +193,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	for _, w := range work {
 		say("controller %-20s %5d reconciles, mean %4.0fms each, mean queue wait %5.0fms", w.name, w.reconciles, w.meanReconcile*1000, w.meanWait*1000)
 	}
-	res := Result{Pods: opts.Pods, Direct: direct.stats(), Offload: offloaded.stats(), VirtualKubeletPeakRSS: peakRSS}
+	res := Result{Pods: opts.Pods, Claims: opts.Claims, Direct: direct.stats(), Offload: offloaded.stats(), VirtualKubeletPeakRSS: peakRSS}
 	res.Print(opts.Out)
 	return nil
 }

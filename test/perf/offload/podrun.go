@@ -60,6 +60,8 @@ type podRun struct {
 	// namespace where their ShadowPods and real pods are watched.
 	twin          *testbed.Cluster
 	twinNamespace string
+	// claims, when set, creates the pods as StatefulSets with claims.
+	claims *claimWorkload
 }
 
 // runResult is what one run saw.
@@ -112,7 +114,13 @@ func (r podRun) measure(ctx context.Context, say func(string, ...any)) (*runResu
 		}
 	}
 	createErr := make(chan error, 1)
-	go func() { createErr <- r.create(ctx, kube, res.timeline) }()
+	go func() {
+		if r.claims != nil {
+			createErr <- r.createSets(ctx, kube, res.timeline)
+			return
+		}
+		createErr <- r.create(ctx, kube, res.timeline)
+	}()
 	if err := r.waitRunning(ctx, res, createErr, say); err != nil {
 		return nil, err
 	}
@@ -134,9 +142,23 @@ func (r podRun) measure(ctx context.Context, say func(string, ...any)) (*runResu
 // create creates the run's pods, concurrency at a time, marking each
 // created just before its call.
 func (r podRun) create(ctx context.Context, kube kubernetes.Interface, tl *timeline) error {
+	return r.createEach(ctx, r.pods, func(ctx context.Context, i int) error {
+		name := fmt.Sprintf("%s-%05d", r.name, i)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.namespace, Labels: map[string]string{"app": "bench"}}, Spec: *r.spec.DeepCopy()}
+		tl.mark(name, created, time.Now())
+		if _, err := kube.CoreV1().Pods(r.namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create pod %s/%s in %s: %w", r.namespace, name, r.cluster.Name, err)
+		}
+		return nil
+	})
+}
+
+// createEach calls create for 0..n-1, the run's concurrency at a time; the
+// first error stops the rest.
+func (r podRun) createEach(ctx context.Context, n int, create func(context.Context, int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	names := make(chan string)
+	items := make(chan int)
 	var (
 		wg       sync.WaitGroup
 		once     sync.Once
@@ -144,12 +166,10 @@ func (r podRun) create(ctx context.Context, kube kubernetes.Interface, tl *timel
 	)
 	for range r.concurrency {
 		wg.Go(func() {
-			for name := range names {
-				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.namespace, Labels: map[string]string{"app": "bench"}}, Spec: *r.spec.DeepCopy()}
-				tl.mark(name, created, time.Now())
-				if _, err := kube.CoreV1().Pods(r.namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			for i := range items {
+				if err := create(ctx, i); err != nil {
 					once.Do(func() {
-						firstErr = fmt.Errorf("create pod %s/%s in %s: %w", r.namespace, name, r.cluster.Name, err)
+						firstErr = err
 						cancel()
 					})
 					return
@@ -158,14 +178,14 @@ func (r podRun) create(ctx context.Context, kube kubernetes.Interface, tl *timel
 		})
 	}
 feed:
-	for i := range r.pods {
+	for i := range n {
 		select {
-		case names <- fmt.Sprintf("%s-%05d", r.name, i):
+		case items <- i:
 		case <-ctx.Done():
 			break feed
 		}
 	}
-	close(names)
+	close(items)
 	wg.Wait()
 	if firstErr != nil {
 		return firstErr

@@ -33,13 +33,13 @@ import (
 // over several nodes, as in a real cluster.
 const providerNodes = 10
 
-func consumerOptions() testbed.Options {
-	return testbed.Options{Name: string(consumerID), ControllerManager: true, Scheduler: true, Kwok: true,
+func consumerOptions(storage bool) testbed.Options {
+	return testbed.Options{Name: string(consumerID), ControllerManager: true, Scheduler: true, Kwok: true, Storage: storage,
 		Nodes: []testbed.NodePool{{Name: "local", Count: 1}}}
 }
 
-func providerOptions(pods int) testbed.Options {
-	return testbed.Options{Name: string(providerID), ControllerManager: true, Scheduler: true, Kwok: true,
+func providerOptions(pods int, storage bool) testbed.Options {
+	return testbed.Options{Name: string(providerID), ControllerManager: true, Scheduler: true, Kwok: true, Storage: storage,
 		Nodes: []testbed.NodePool{{Name: "worker", Count: providerNodes, CPU: "64", Memory: "256Gi", Pods: podsPerNode(pods)}}}
 }
 
