@@ -37,7 +37,7 @@ type RemoteVolumeReconciler struct {
 	// Recorder emits events on the users' claims; nil records none.
 	Recorder events.EventRecorder
 	// PendingPoll is how soon a volume whose provider claim is not bound yet
-	// is looked at again (5s when zero); SettledPoll for a bound one (2m).
+	// is looked at again (10s when zero); SettledPoll for a bound one (2m).
 	PendingPoll, SettledPoll time.Duration
 }
 
@@ -52,7 +52,7 @@ type RemoteVolumeReconciler struct {
 func (r *RemoteVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pendingPoll, settledPoll := r.PendingPoll, r.SettledPoll
 	if pendingPoll == 0 {
-		pendingPoll = 5 * time.Second
+		pendingPoll = 10 * time.Second
 	}
 	if settledPoll == 0 {
 		settledPoll = 2 * time.Minute

@@ -168,7 +168,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		if ns == "" {
 			ns = storage.DefaultNamespace
 		}
-		if err := storage.Setup(mgr, storage.Options{ClusterID: opts.ClusterID, Namespace: ns, Providers: storageProviders{providers}}); err != nil {
+		// Its own clients and rate limit per provider: a burst of claims
+		// (a StatefulSet scaling out) must not wait behind, nor starve, the
+		// peering's health checks and twin namespace requests.
+		storageClients := peering.NewProviderClients(mgr.GetClient(), 100, 200)
+		if err := storage.Setup(mgr, storage.Options{ClusterID: opts.ClusterID, Namespace: ns, Providers: storageProviders{storageClients}}); err != nil {
 			return nil, fmt.Errorf("set up storage fabric: %w", err)
 		}
 	}
