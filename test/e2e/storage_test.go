@@ -403,4 +403,44 @@ var _ = Describe("Storage fabric", Label("storage"), Ordered, func() {
 		deleteClaims(ctx, ns)
 		expectNothingLeft(ctx, ns, twins)
 	})
+	It("leaves claims untouched while their provider is unreachable, and provisions what waited once it is back", func(ctx context.Context) {
+		ns, twins := offload(ctx, "outage", ferryv1alpha1.PodOffloadingRemote, "us")
+		Expect(consumer.Client.Create(ctx, claim(ns, "data-before", "1Gi", nil))).To(Succeed())
+		Expect(consumer.Client.Create(ctx, podWith(ns, "before", nil, nil, "data-before"))).To(Succeed())
+		expectRunningOn(ctx, ns, "before", usNode)
+		before := expectDataIn(ctx, ns, "data-before", "us", twins["us"])
+
+		By("stopping the provider's API server")
+		us.StopAPIServer()
+		restarted := false
+		DeferCleanup(func(ctx context.Context) {
+			if !restarted {
+				Expect(us.StartAPIServer(ctx)).To(Succeed())
+			}
+		})
+		Expect(consumer.Client.Create(ctx, claim(ns, "data-during", "1Gi", nil))).To(Succeed())
+		Expect(consumer.Client.Create(ctx, podWith(ns, "during", nil, nil, "data-during"))).To(Succeed())
+		Consistently(func(g Gomega) {
+			var pvc corev1.PersistentVolumeClaim
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data-before"}, &pvc)).To(Succeed())
+			g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
+			g.Expect(pvc.Spec.VolumeName).To(Equal(before.Name))
+			var pv corev1.PersistentVolume
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: before.Name}, &pv)).To(Succeed())
+			g.Expect(pv.DeletionTimestamp).To(BeNil())
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data-during"}, &pvc)).To(Succeed())
+			g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimPending), "nothing can be provisioned in the provider meanwhile")
+		}).WithContext(ctx).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		By("starting it again: the waiting claim is provisioned there, the other is as it was")
+		Expect(us.StartAPIServer(ctx)).To(Succeed())
+		restarted = true
+		expectRunningOn(ctx, ns, "during", usNode)
+		expectDataIn(ctx, ns, "data-during", "us", twins["us"])
+		Expect(expectDataIn(ctx, ns, "data-before", "us", twins["us"]).UID).To(Equal(before.UID))
+
+		Expect(consumer.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))).To(Succeed())
+		deleteClaims(ctx, ns)
+		expectNothingLeft(ctx, ns, twins)
+	})
 })
