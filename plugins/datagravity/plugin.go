@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
@@ -68,6 +69,8 @@ type Plugin struct {
 	pvcs  corelisters.PersistentVolumeClaimLister
 	pvs   corelisters.PersistentVolumeLister
 	nodes *virtualnodes.Index
+	// recorder says on a claim why its pod fits nowhere; nil says nothing.
+	recorder events.EventRecorder
 }
 
 var (
@@ -77,6 +80,7 @@ var (
 	_ fwk.ScorePlugin       = &Plugin{}
 	_ fwk.EnqueueExtensions = &Plugin{}
 	_ fwk.SignPlugin        = &Plugin{}
+	_ fwk.PostFilterPlugin  = &Plugin{}
 )
 
 // New is the plugin's factory.
@@ -90,7 +94,9 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 	if err != nil {
 		return nil, fmt.Errorf("DataGravity: %w", err)
 	}
-	return NewWith(args, f.Core().V1().PersistentVolumeClaims().Lister(), f.Core().V1().PersistentVolumes().Lister(), nodes), nil
+	pl := NewWith(args, f.Core().V1().PersistentVolumeClaims().Lister(), f.Core().V1().PersistentVolumes().Lister(), nodes)
+	pl.recorder = h.EventRecorder()
+	return pl, nil
 }
 
 // NewWith builds the plugin over listers and an index of virtual nodes.
@@ -237,6 +243,52 @@ func (pl *Plugin) Filter(_ context.Context, cs fwk.CycleState, _ *corev1.Pod, no
 		}
 	}
 	return nil
+}
+
+// PostFilter implements fwk.PostFilterPlugin: when the pod fits nowhere and
+// some provider was refused because it does not serve the class a waiting
+// claim of the virtual class asks for, the claim gets a Warning event
+// saying so (StorageClassNotOffered), so the claim tells why, not only the
+// pod. It never makes the pod schedulable.
+func (pl *Plugin) PostFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	unschedulable := fwk.NewStatus(fwk.Unschedulable)
+	data, err := cs.Read(filterKey)
+	if err != nil || pl.recorder == nil {
+		return nil, unschedulable
+	}
+	for _, r := range data.(*filterState).requests {
+		refused := map[ferryv1alpha1.ClusterID]string{}
+		var order []ferryv1alpha1.ClusterID
+		for _, n := range pl.nodes.List() {
+			c := placement.NodeCluster(n)
+			if _, seen := refused[c]; seen {
+				continue
+			}
+			classes, err := pl.nodes.StorageClasses(n)
+			if err == nil {
+				_, err = placement.ResolveStorageClass(classes, r.class)
+			}
+			if err != nil {
+				refused[c] = fmt.Sprintf("%s %v", where(c), err)
+				order = append(order, c)
+			}
+		}
+		if len(order) == 0 {
+			continue
+		}
+		pvc, err := pl.pvcs.PersistentVolumeClaims(pod.Namespace).Get(r.claim)
+		if err != nil {
+			continue
+		}
+		slices.Sort(order)
+		reasons := make([]string, len(order))
+		for i, c := range order {
+			reasons[i] = refused[c]
+		}
+		pl.recorder.Eventf(pvc, pod, corev1.EventTypeWarning, "StorageClassNotOffered", "Scheduling",
+			"pod %s fits no node; %s", pod.Name, strings.Join(reasons, "; "))
+	}
+	return nil, unschedulable
 }
 
 // PreScore sums, per cluster, the bytes of the namespace's bound claims

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -272,6 +273,43 @@ func TestUnboundClaimsNeedTheirClassOffered(t *testing.T) {
 		}
 		if got := strings.Join(admitted, ","); got != tc.want {
 			t.Errorf("%s: admitted %q, want %q", name, got, tc.want)
+		}
+	}
+}
+
+// When the pod fits nowhere, each waiting claim whose class a provider
+// refused says so in an event naming the clusters and what they offer.
+func TestPostFilterSaysOnTheClaimWhichProvidersDoNotServeItsClass(t *testing.T) {
+	a := plugintest.VirtualNode("virtual-a", "a", nil)
+	a.Annotations = map[string]string{ferryv1alpha1.AnnotationStorageClasses: `[{"name":"","providerClass":"standard"}]`}
+	nodes := []*corev1.Node{plugintest.RealNode("real"), a, plugintest.VirtualNode("virtual-b", "b", nil)}
+	pl := newPlugin(t, DefaultArgs(), nodes, map[string]volume{
+		"want-gold": {virtual: true, requested: "gold"}, "want-default": {virtual: true},
+	})
+	recorder := events.NewFakeRecorder(10)
+	pl.recorder = recorder
+	for claims, want := range map[string]string{
+		"want-gold": `Warning StorageClassNotOffered pod p fits no node; cluster a does not offer storage class "gold" (offers: the default (standard)); ` +
+			`cluster b offers no storage, so not storage class "gold"`,
+		"want-default": "Warning StorageClassNotOffered pod p fits no node; cluster b offers no storage, so not a default storage class",
+	} {
+		pod := mounting(claims)
+		cs := framework.NewCycleState()
+		if _, st := pl.PreFilter(context.Background(), cs, pod, nil); !st.IsSuccess() {
+			t.Fatalf("%s: PreFilter %v", claims, st)
+		}
+		if _, st := pl.PostFilter(context.Background(), cs, pod, nil); st.Code() != fwk.Unschedulable {
+			t.Errorf("%s: PostFilter %v, want Unschedulable", claims, st)
+		}
+		select {
+		case got := <-recorder.Events:
+			if want == "" || got != want {
+				t.Errorf("%s: event %q, want %q", claims, got, want)
+			}
+		default:
+			if want != "" {
+				t.Errorf("%s: no event, want %q", claims, want)
+			}
 		}
 	}
 }

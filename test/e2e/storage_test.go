@@ -394,6 +394,13 @@ var _ = Describe("Storage fabric", Label("storage"), Ordered, func() {
 		Expect(consumer.Client.Create(ctx, gold)).To(Succeed())
 		Expect(consumer.Client.Create(ctx, podWith(ns, "golden", inRegion("eu-west"), nil, "data-gold-remote"))).To(Succeed())
 		expectPending(ctx, ns, "golden", `claim data-gold-remote asks for storage class "gold": cluster eu does not offer storage class "gold"`)
+		Eventually(func(g Gomega) {
+			var evs corev1.EventList
+			g.Expect(consumer.Client.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
+			g.Expect(evs.Items).To(ContainElement(And(
+				HaveField("InvolvedObject.Name", "data-gold-remote"), HaveField("Reason", "StorageClassNotOffered"),
+				HaveField("Message", ContainSubstring(`cluster eu does not offer storage class "gold"`)))))
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the claim says why")
 		var pvc corev1.PersistentVolumeClaim
 		Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(gold), &pvc)).To(Succeed())
 		Expect(pvc.Status.Phase).To(Equal(corev1.ClaimPending), "nothing was provisioned")
