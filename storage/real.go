@@ -15,11 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
-
-// annIsDefaultClass marks a cluster's default StorageClass.
-const annIsDefaultClass = "storageclass.kubernetes.io/is-default-class"
 
 // provisionReal serves a claim whose first pod goes to one of this
 // cluster's real nodes: a claim of the requested real class, pinned to the
@@ -70,19 +68,7 @@ func (p *Provisioner) realClass(ctx context.Context, requested string) (*storage
 		if err := p.client.List(ctx, &classes); err != nil {
 			return nil, fmt.Errorf("list storage classes: %w", err)
 		}
-		var found *storagev1.StorageClass
-		for i := range classes.Items {
-			c := &classes.Items[i]
-			if c.Annotations[annIsDefaultClass] != "true" || c.Provisioner == ferryv1alpha1.ProvisionerVirtual {
-				continue
-			}
-			// Several defaults: the newest wins, as the API server's
-			// DefaultStorageClass admission picks it.
-			if found == nil || c.CreationTimestamp.After(found.CreationTimestamp.Time) ||
-				(c.CreationTimestamp.Equal(&found.CreationTimestamp) && c.Name < found.Name) {
-				found = c
-			}
-		}
+		found := placement.DefaultStorageClass(classes.Items)
 		if found == nil {
 			return nil, fmt.Errorf("this cluster has no default storage class (%s: \"\" asks for it)", ferryv1alpha1.AnnotationRequestedStorageClass)
 		}

@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/events"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/utils/ptr"
 
 	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -159,7 +159,7 @@ func (pl *Plugin) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 		if err != nil {
 			return nil, fwk.AsStatus(fmt.Errorf("DataGravity: read claim %s/%s: %w", pod.Namespace, name, err))
 		}
-		if pvc.Spec.VolumeName == "" && ptr.Deref(pvc.Spec.StorageClassName, "") == ferryv1alpha1.StorageClassVirtual {
+		if pvc.Spec.VolumeName == "" && volumehelpers.GetPersistentVolumeClaimClass(pvc) == ferryv1alpha1.StorageClassVirtual {
 			requests = append(requests, classRequest{claim: name, class: pvc.Annotations[ferryv1alpha1.AnnotationRequestedStorageClass]})
 			continue
 		}

@@ -16,7 +16,7 @@ func TestStorageClassOffers(t *testing.T) {
 	class := func(name, provisioner string, def bool, created metav1.Time) storagev1.StorageClass {
 		c := storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: created}, Provisioner: provisioner}
 		if def {
-			c.Annotations = map[string]string{annIsDefaultClass: "true"}
+			c.Annotations = map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}
 		}
 		return c
 	}
