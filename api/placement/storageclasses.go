@@ -52,19 +52,24 @@ func ResolveStorageClass(classes []ferryv1alpha1.VirtualNodeStorageClass, reques
 	return "", fmt.Errorf("does not offer %s (offers: %s)", what, strings.Join(offered, ", "))
 }
 
-// annIsDefaultClass marks a cluster's default StorageClass.
-const annIsDefaultClass = "storageclass.kubernetes.io/is-default-class"
+// annIsDefaultClass and its beta form mark a cluster's default
+// StorageClass; the API server still honours both.
+const (
+	annIsDefaultClass     = "storageclass.kubernetes.io/is-default-class"
+	annIsDefaultClassBeta = "storageclass.beta.kubernetes.io/is-default-class"
+)
 
 // DefaultStorageClass is the class a claim asking for none gets in a
-// cluster of classes: of those annotated as the default, the newest (then
-// the first by name), as the API server's DefaultStorageClass admission
-// picks it. ferry's own virtual class never is: it serves claims, it does
-// not hold them. nil when there is none.
+// cluster of classes: of those annotated as the default (either
+// annotation), the newest (then the first by name), as the API server's
+// DefaultStorageClass admission picks it. ferry's own virtual class never
+// is: it serves claims, it does not hold them. nil when there is none.
 func DefaultStorageClass(classes []storagev1.StorageClass) *storagev1.StorageClass {
 	var found *storagev1.StorageClass
 	for i := range classes {
 		c := &classes[i]
-		if c.Annotations[annIsDefaultClass] != "true" || c.Provisioner == ferryv1alpha1.ProvisionerVirtual || !c.DeletionTimestamp.IsZero() {
+		isDefault := c.Annotations[annIsDefaultClass] == "true" || c.Annotations[annIsDefaultClassBeta] == "true"
+		if !isDefault || c.Provisioner == ferryv1alpha1.ProvisionerVirtual || !c.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if found == nil || c.CreationTimestamp.After(found.CreationTimestamp.Time) ||

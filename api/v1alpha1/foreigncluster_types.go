@@ -116,8 +116,10 @@ type ForeignClusterSpec struct {
 	// when the peer is a provider: a claim of ferry's virtual class asking
 	// for class K is provisioned there with class StorageClassMap[K]. A class
 	// without an entry is served by the provider's class of the same name,
-	// and "" (the cluster default) by the provider's default class; a class
-	// the provider does not offer is refused, never silently replaced.
+	// and "" (the cluster default) by the provider's default class (an entry
+	// for "" names another); a class the provider does not offer is refused,
+	// never silently replaced, and an entry naming one is ignored and
+	// reported in the ResourcesGranted condition.
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	StorageClassMap map[string]string `json:"storageClassMap,omitempty"`

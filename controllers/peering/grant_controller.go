@@ -98,7 +98,7 @@ func (r *GrantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Status().Update(ctx, &slice); err != nil {
 		return ctrl.Result{}, fmt.Errorf("update grant of %s: %w", req, err)
 	}
-	log.FromContext(ctx).Info("Granted resources", "consumer", consumer, "resources", granted, "error", err)
+	log.FromContext(ctx).Info("Granted resources", "consumer", consumer, "resources", granted, "storageClasses", status.StorageClasses, "error", err)
 	return ctrl.Result{}, nil
 }
 

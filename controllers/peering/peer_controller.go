@@ -159,10 +159,13 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 		set(ferryv1alpha1.ForeignClusterResourcesGranted, false, granted.Reason, granted.Message)
 		return
 	}
-	classes, unoffered := virtualNodeStorageClasses(slice.Status.StorageClasses, fc.Spec.StorageClassMap)
+	classes, unoffered, leftOut := virtualNodeStorageClasses(slice.Status.StorageClasses, fc.Spec.StorageClassMap)
 	msg := resourceSummary(slice.Status.Resources)
 	if len(unoffered) > 0 {
-		msg += fmt.Sprintf("; spec.storageClassMap names classes the provider does not offer, ignored: %s", strings.Join(unoffered, ", "))
+		msg += "; spec.storageClassMap names classes the provider does not offer, ignored: " + someOf(unoffered)
+	}
+	if len(leftOut) > 0 {
+		msg += fmt.Sprintf("; a virtual node holds at most %d storage classes, left out: %s", maxVirtualNodeStorageClasses, someOf(leftOut))
 	}
 	set(ferryv1alpha1.ForeignClusterResourcesGranted, true, "Granted", msg)
 
@@ -294,13 +297,15 @@ const maxVirtualNodeStorageClasses = 64
 
 // virtualNodeStorageClasses are the classes claims may ask for on the
 // provider's virtual node: each class the provider offers, under its own
-// name; each spec.storageClassMap entry (this cluster's name → the
-// provider's) whose provider class is offered, which replaces an offer of
-// the same local name; and, named "", the provider's default class, which
-// serves claims asking for this cluster's default. unoffered lists, sorted,
-// the entries naming a class the provider does not offer. Sorted by name,
-// at most 64.
-func virtualNodeStorageClasses(offers []ferryv1alpha1.StorageClassOffer, classMap map[string]string) (classes []ferryv1alpha1.VirtualNodeStorageClass, unoffered []string) {
+// name; named "", the provider's default class, which serves claims asking
+// for this cluster's default; and each spec.storageClassMap entry (this
+// cluster's name → the provider's) whose provider class is offered, which
+// replaces the entry of the same local name ("" included). Sorted by name,
+// at most maxVirtualNodeStorageClasses: leftOut names the ones beyond (the
+// last by name), so the VirtualNode stays valid. unoffered lists, sorted,
+// the map entries naming a class the provider does not offer, as
+// local=provider: a class is never silently replaced by another.
+func virtualNodeStorageClasses(offers []ferryv1alpha1.StorageClassOffer, classMap map[string]string) (classes []ferryv1alpha1.VirtualNodeStorageClass, unoffered, leftOut []string) {
 	byName := map[string]ferryv1alpha1.VirtualNodeStorageClass{}
 	offered := map[string]bool{}
 	for _, o := range offers {
@@ -311,8 +316,8 @@ func virtualNodeStorageClasses(offers []ferryv1alpha1.StorageClassOffer, classMa
 		}
 	}
 	for local, remote := range classMap {
-		if local == "" || !offered[remote] {
-			unoffered = append(unoffered, local+"="+remote)
+		if !offered[remote] {
+			unoffered = append(unoffered, fmt.Sprintf("%s=%s", quoteEmpty(local), remote))
 			continue
 		}
 		byName[local] = ferryv1alpha1.VirtualNodeStorageClass{Name: local, ProviderClass: remote}
@@ -323,9 +328,30 @@ func virtualNodeStorageClasses(offers []ferryv1alpha1.StorageClassOffer, classMa
 	slices.SortFunc(classes, func(a, b ferryv1alpha1.VirtualNodeStorageClass) int { return strings.Compare(a.Name, b.Name) })
 	slices.Sort(unoffered)
 	if len(classes) > maxVirtualNodeStorageClasses {
+		for _, c := range classes[maxVirtualNodeStorageClasses:] {
+			leftOut = append(leftOut, c.Name)
+		}
 		classes = classes[:maxVirtualNodeStorageClasses]
 	}
-	return classes, unoffered
+	return classes, unoffered, leftOut
+}
+
+// quoteEmpty shows the class name "" (the default) in a message.
+func quoteEmpty(class string) string {
+	if class == "" {
+		return `""`
+	}
+	return class
+}
+
+// someOf lists names in a condition message, the first few only: a
+// condition's message is bounded (32768 bytes) and class names are long.
+func someOf(names []string) string {
+	const shown = 8
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
 }
 
 // unpeer removes, in order, the virtual kubelet, the VirtualNode and its

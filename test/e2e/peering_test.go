@@ -14,6 +14,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -114,7 +115,7 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 		Expect(out).To(ContainSubstring("cpu 16200m"))
 	})
 
-	It("follows the provider: a new node and new requests there change the virtual node", func(ctx context.Context) {
+	It("follows the provider: a new node, new requests and new StorageClasses there change the virtual node", func(ctx context.Context) {
 		cpuOf := func(g Gomega) string {
 			var node corev1.Node
 			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: virtualNode}, &node)).To(Succeed())
@@ -134,6 +135,32 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 
 		Expect(provider.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: ns}}, client.GracePeriodSeconds(0))).To(Succeed())
 		Eventually(cpuOf).WithContext(ctx).WithTimeout(45*time.Second).WithPolling(250*time.Millisecond).Should(Equal("23400m"), "the freed CPU is shared again")
+
+		By("offering the provider's StorageClasses but ferry's own, under the consumer's storageClassMap too")
+		for _, sc := range []*storagev1.StorageClass{
+			{ObjectMeta: metav1.ObjectMeta{Name: "ssd", Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}}, Provisioner: "example.com/none"},
+			{ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.StorageClassVirtual}, Provisioner: ferryv1alpha1.ProvisionerVirtual},
+		} {
+			Expect(provider.Client.Create(ctx, sc)).To(Succeed())
+		}
+		var fc ferryv1alpha1.ForeignCluster
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: "provider"}, &fc)).To(Succeed())
+		patch := client.MergeFrom(fc.DeepCopy())
+		fc.Spec.StorageClassMap = map[string]string{"fast": "ssd", "gold": "platinum"}
+		Expect(consumer.Client.Patch(ctx, &fc, patch)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var slice ferryv1alpha1.ResourceSlice
+			g.Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: peering.TenantNamespace("consumer"), Name: "consumer"}, &slice)).To(Succeed())
+			g.Expect(slice.Status.StorageClasses).To(Equal([]ferryv1alpha1.StorageClassOffer{{Name: "ssd", Default: true}}))
+			var node corev1.Node
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: virtualNode}, &node)).To(Succeed())
+			g.Expect(node.Annotations).To(HaveKeyWithValue(ferryv1alpha1.AnnotationStorageClasses,
+				`[{"name":"","providerClass":"ssd"},{"name":"fast","providerClass":"ssd"},{"name":"ssd","providerClass":"ssd"}]`))
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: "provider"}, &fc)).To(Succeed())
+			granted := meta.FindStatusCondition(fc.Status.Conditions, ferryv1alpha1.ForeignClusterResourcesGranted)
+			g.Expect(granted).NotTo(BeNil())
+			g.Expect(granted.Message).To(ContainSubstring("spec.storageClassMap names classes the provider does not offer, ignored: gold=platinum"))
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the grant's classes reach the virtual node")
 	})
 
 	It("gives the consumer a credential that reaches its tenant namespace only", func(ctx context.Context) {

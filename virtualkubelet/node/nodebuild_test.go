@@ -165,6 +165,9 @@ func TestNodeReportEqual(t *testing.T) {
 		"cpu":    build(func(vn *ferryv1alpha1.VirtualNode) { vn.Spec.Resources[corev1.ResourceCPU] = resource.MustParse("8") }, healthy),
 		"label":  build(func(vn *ferryv1alpha1.VirtualNode) { vn.Spec.Labels["x"] = "y" }, healthy),
 		"shapes": build(func(vn *ferryv1alpha1.VirtualNode) { vn.Spec.NodeShapes[0].Count = 3 }, healthy),
+		"storage classes": build(func(vn *ferryv1alpha1.VirtualNode) {
+			vn.Spec.StorageClasses = append(vn.Spec.StorageClasses, ferryv1alpha1.VirtualNodeStorageClass{Name: "gold", ProviderClass: "ssd"})
+		}, healthy),
 		"health": build(nil, unhealthy),
 	} {
 		if nodeReportEqual(base, other) {

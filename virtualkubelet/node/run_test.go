@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/test/testbed"
 )
@@ -334,6 +335,7 @@ func TestRun(t *testing.T) {
 	cur.Spec.Resources[corev1.ResourceCPU] = resource.MustParse("8")
 	cur.Spec.Labels["extra"] = "yes"
 	cur.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoSchedule}}
+	cur.Spec.StorageClasses = []ferryv1alpha1.VirtualNodeStorageClass{{Name: "", ProviderClass: "standard"}, {Name: "fast", ProviderClass: "ssd"}}
 	if err := consumer.Client.Update(ctx, &cur); err != nil {
 		t.Fatal(err)
 	}
@@ -353,6 +355,9 @@ func TestRun(t *testing.T) {
 		}
 		if !hasTaint(n, cur.Spec.Taints[0]) || !hasTaint(n, VirtualNodeTaint()) {
 			return fmt.Errorf("taints %v", n.Spec.Taints)
+		}
+		if classes, _, err := placement.NodeStorageClasses(n); err != nil || !slices.Equal(classes, cur.Spec.StorageClasses) {
+			return fmt.Errorf("storage classes annotation %q, want %v (%v)", n.Annotations[ferryv1alpha1.AnnotationStorageClasses], cur.Spec.StorageClasses, err)
 		}
 		return nil
 	})

@@ -37,6 +37,22 @@ func TestStorageClassOffers(t *testing.T) {
 			[]storagev1.StorageClass{class("old", "csi.example", true, t0), class("new", "csi.example", true, metav1.NewTime(t0.Add(time.Minute)))},
 			[]ferryv1alpha1.StorageClassOffer{{Name: "new", Default: true}, {Name: "old"}},
 		},
+		"the beta annotation marks a default too, as the API server reads it": {
+			[]storagev1.StorageClass{func() storagev1.StorageClass {
+				c := class("legacy", "csi.example", false, t0)
+				c.Annotations = map[string]string{"storageclass.beta.kubernetes.io/is-default-class": "true"}
+				return c
+			}(), class("fast", "csi.example", false, t0)},
+			[]ferryv1alpha1.StorageClassOffer{{Name: "fast"}, {Name: "legacy", Default: true}},
+		},
+		"a class being deleted is neither offered nor the default": {
+			[]storagev1.StorageClass{func() storagev1.StorageClass {
+				c := class("going", "csi.example", true, metav1.NewTime(t0.Add(time.Minute)))
+				c.DeletionTimestamp = &t0
+				return c
+			}(), class("standard", "csi.example", true, t0)},
+			[]ferryv1alpha1.StorageClassOffer{{Name: "standard", Default: true}},
+		},
 		"of two defaults made at once, the first by name": {
 			[]storagev1.StorageClass{class("b", "csi.example", true, t0), class("a", "csi.example", true, t0)},
 			[]ferryv1alpha1.StorageClassOffer{{Name: "a", Default: true}, {Name: "b"}},
