@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
@@ -38,7 +39,7 @@ func (p *Provisioner) provisionReal(ctx context.Context, o controller.ProvisionO
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: key.Namespace, Name: key.Name,
 				Labels:      originLabels(p.opts.ClusterID, pvc),
-				Annotations: map[string]string{annSelectedNode: node.Name},
+				Annotations: map[string]string{volumehelpers.AnnSelectedNode: node.Name},
 			},
 			Spec: claimSpecFor(pvc, class.Name),
 		}
@@ -48,7 +49,7 @@ func (p *Provisioner) provisionReal(ctx context.Context, o controller.ProvisionO
 		p.event(ctx, pvc, "ProvisioningRealClaim", "asked for claim %s of class %s on node %s", key, class.Name, node.Name)
 	case err != nil:
 		return nil, controller.ProvisioningNoChange, fmt.Errorf("read claim %s: %w", key, err)
-	case !standsFor(real, pvc):
+	case !standsFor(real, pvc.UID):
 		return nil, controller.ProvisioningFinished, fmt.Errorf("claim %s exists and does not stand for %s/%s: ferry leaves it alone", key, pvc.Namespace, pvc.Name)
 	}
 	backing, state, err := p.waitForRealVolume(ctx, key, class.Name, node.Name)
@@ -99,7 +100,7 @@ func (p *Provisioner) waitForRealVolume(ctx context.Context, key types.Namespace
 		if err := p.client.Get(ctx, key, &real); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		refused = real.Spec.VolumeName == "" && real.Annotations[annSelectedNode] == ""
+		refused = real.Spec.VolumeName == "" && real.Annotations[volumehelpers.AnnSelectedNode] == ""
 		return real.Spec.VolumeName != "" || refused, nil
 	})
 	if refused {
@@ -127,7 +128,7 @@ func (p *Provisioner) deleteReal(ctx context.Context, pv *corev1.PersistentVolum
 	} else if err != nil {
 		return fmt.Errorf("read claim %s/%s of volume %s: %w", namespace, name, pv.Name, err)
 	}
-	if real.Labels[ferryv1alpha1.LabelManagedBy] != ferryv1alpha1.ManagedByStorage {
+	if !madeByStorage(real) {
 		log.FromContext(ctx).Info("claim named by the volume was not made by ferry: left alone", "volume", pv.Name, "claim", namespace+"/"+name)
 		return nil
 	}

@@ -42,7 +42,7 @@ func (r *RealClaimCollector) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.Client.Get(ctx, req.NamespacedName, real); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if real.Labels[ferryv1alpha1.LabelManagedBy] != ferryv1alpha1.ManagedByStorage || !real.DeletionTimestamp.IsZero() {
+	if !madeByStorage(real) || !real.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
 	// The volume standing for the user's claim has the real claim's name.
@@ -54,20 +54,17 @@ func (r *RealClaimCollector) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if age := time.Since(real.CreationTimestamp.Time); age < grace {
 		return ctrl.Result{RequeueAfter: grace - age}, nil
 	}
-	origin := &corev1.PersistentVolumeClaim{}
-	key := types.NamespacedName{Namespace: real.Labels[ferryv1alpha1.LabelOriginNamespace], Name: real.Labels[ferryv1alpha1.LabelOriginName]}
-	err := r.Client.Get(ctx, key, origin)
-	switch {
-	case err == nil && string(origin.UID) == real.Labels[ferryv1alpha1.LabelOriginUID] && origin.DeletionTimestamp.IsZero():
+	if live, err := originLive(ctx, r.Client, real); err != nil {
+		return ctrl.Result{}, err
+	} else if live {
 		// Still provisioning (the real volume may be slow to come).
 		return ctrl.Result{RequeueAfter: grace}, nil
-	case err != nil && !apierrors.IsNotFound(err):
-		return ctrl.Result{}, fmt.Errorf("read claim %s: %w", key, err)
 	}
 	if err := r.Client.Delete(ctx, real, client.Preconditions{UID: &real.UID}); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("delete claim %s of a claim that is gone: %w", req, err)
 	}
-	log.FromContext(ctx).Info("deleted a real claim whose user claim is gone before its volume was stored", "claim", req, "userClaim", key)
+	log.FromContext(ctx).Info("deleted a real claim whose user claim is gone before its volume was stored", "claim", req,
+		"userClaim", real.Labels[ferryv1alpha1.LabelOriginNamespace]+"/"+real.Labels[ferryv1alpha1.LabelOriginName])
 	return ctrl.Result{}, nil
 }
 

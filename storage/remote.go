@@ -60,7 +60,7 @@ func (p *Provisioner) provisionRemote(ctx context.Context, o controller.Provisio
 		if err := c.Get(ctx, client.ObjectKeyFromObject(remote), existing); err != nil {
 			return fail(controller.ProvisioningNoChange, fmt.Errorf("read claim %s/%s: %w", twin, pvc.Name, err))
 		}
-		if !standsFor(existing, pvc) {
+		if !standsFor(existing, pvc.UID) {
 			return fail(controller.ProvisioningReschedule, fmt.Errorf("claim %s/%s exists there and was not made by ferry for this claim: ferry leaves it alone", twin, pvc.Name))
 		}
 		providerClass = *existing.Spec.StorageClassName
@@ -118,7 +118,7 @@ func (p *Provisioner) deleteRemote(ctx context.Context, pv *corev1.PersistentVol
 	} else if err != nil {
 		return fmt.Errorf("read claim %s of volume %s: %w", ref, pv.Name, err)
 	}
-	if cr := pv.Spec.ClaimRef; remote.Labels[ferryv1alpha1.LabelManagedBy] != ferryv1alpha1.ManagedByStorage || (cr != nil && remote.Labels[ferryv1alpha1.LabelOriginUID] != string(cr.UID)) {
+	if cr := pv.Spec.ClaimRef; !madeByStorage(remote) || (cr != nil && !standsFor(remote, cr.UID)) {
 		logger.Info("provider's claim does not stand for this volume's claim: left alone")
 		return nil
 	}

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -72,7 +70,7 @@ func (r *RemoteClaimCollector) collect(ctx context.Context) error {
 			if c.TwinNamespace == "" {
 				continue
 			}
-			if err := r.collectIn(ctx, nso.Namespace, c.ClusterID, c.TwinNamespace, standing); err != nil {
+			if err := r.collectIn(ctx, c.ClusterID, c.TwinNamespace, standing); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -81,8 +79,8 @@ func (r *RemoteClaimCollector) collect(ctx context.Context) error {
 }
 
 // collectIn deletes the claims of one twin namespace that stand for no
-// claim of namespace and that no volume stands for.
-func (r *RemoteClaimCollector) collectIn(ctx context.Context, namespace string, cluster ferryv1alpha1.ClusterID, twin string, standing map[remoteRef]bool) error {
+// live claim and that no volume stands for.
+func (r *RemoteClaimCollector) collectIn(ctx context.Context, cluster ferryv1alpha1.ClusterID, twin string, standing map[remoteRef]bool) error {
 	grace := r.Grace
 	if grace == 0 {
 		grace = time.Minute
@@ -104,13 +102,10 @@ func (r *RemoteClaimCollector) collectIn(ctx context.Context, namespace string, 
 		if standing[remoteRef{Cluster: cluster, Namespace: twin, Name: remote.Name}] || time.Since(remote.CreationTimestamp.Time) < grace || !remote.DeletionTimestamp.IsZero() {
 			continue
 		}
-		var local corev1.PersistentVolumeClaim
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: remote.Labels[ferryv1alpha1.LabelOriginName]}, &local)
-		if err == nil && string(local.UID) == remote.Labels[ferryv1alpha1.LabelOriginUID] {
+		if live, err := originLive(ctx, r.Client, remote); err != nil {
+			return err
+		} else if live {
 			continue // still provisioning, or its volume is not in the cache yet
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("read claim %s/%s: %w", namespace, remote.Labels[ferryv1alpha1.LabelOriginName], err)
 		}
 		if err := c.Delete(ctx, remote, client.Preconditions{UID: &remote.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete claim %s/%s in cluster %s: %w", twin, remote.Name, cluster, err)

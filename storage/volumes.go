@@ -1,14 +1,19 @@
 package storage
 
 import (
+	"context"
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
@@ -35,10 +40,6 @@ const (
 	// AnnotationRemoteVolume is the provider's volume bound to that claim.
 	AnnotationRemoteVolume = "storage.ferry.io/remote-volume"
 )
-
-// annSelectedNode is the scheduler's choice of node for a claim that waits
-// for its first consumer.
-const annSelectedNode = "volume.kubernetes.io/selected-node"
 
 // errClaimNotSupported reports a claim the virtual class cannot serve,
 // naming the field.
@@ -95,9 +96,29 @@ func originLabels(cluster ferryv1alpha1.ClusterID, pvc *corev1.PersistentVolumeC
 	}
 }
 
-// standsFor says whether a claim made by the storage fabric stands for pvc.
-func standsFor(made *corev1.PersistentVolumeClaim, pvc *corev1.PersistentVolumeClaim) bool {
-	return made.Labels[ferryv1alpha1.LabelManagedBy] == ferryv1alpha1.ManagedByStorage && made.Labels[ferryv1alpha1.LabelOriginUID] == string(pvc.UID)
+// madeByStorage says whether the storage fabric made a claim.
+func madeByStorage(made *corev1.PersistentVolumeClaim) bool {
+	return made.Labels[ferryv1alpha1.LabelManagedBy] == ferryv1alpha1.ManagedByStorage
+}
+
+// standsFor says whether a claim made by the storage fabric stands for the
+// user's claim of UID uid.
+func standsFor(made *corev1.PersistentVolumeClaim, uid types.UID) bool {
+	return madeByStorage(made) && made.Labels[ferryv1alpha1.LabelOriginUID] == string(uid)
+}
+
+// originLive says whether the user's claim a claim made by the storage
+// fabric stands for still exists, as that claim (not a successor of the
+// same name), and is not being deleted.
+func originLive(ctx context.Context, r client.Reader, made *corev1.PersistentVolumeClaim) (bool, error) {
+	key := types.NamespacedName{Namespace: made.Labels[ferryv1alpha1.LabelOriginNamespace], Name: made.Labels[ferryv1alpha1.LabelOriginName]}
+	var origin corev1.PersistentVolumeClaim
+	if err := r.Get(ctx, key, &origin); apierrors.IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("read claim %s: %w", key, err)
+	}
+	return standsFor(made, origin.UID) && origin.DeletionTimestamp.IsZero(), nil
 }
 
 // realVolume is the volume binding pvc, on a real node, to the data of the

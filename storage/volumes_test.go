@@ -129,12 +129,12 @@ func TestClaimsTheVirtualClassCannotServeNameTheField(t *testing.T) {
 func TestOriginLabelsTellTheClaimTheyStandFor(t *testing.T) {
 	pvc := claim("1Gi")
 	made := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Labels: originLabels("home", pvc)}}
-	if !standsFor(made, pvc) {
+	if !standsFor(made, pvc.UID) {
 		t.Error("a claim made for pvc does not stand for it")
 	}
 	other := claim("1Gi")
 	other.UID = "uid-2" // recreated under the same name
-	if standsFor(made, other) {
+	if standsFor(made, other.UID) {
 		t.Error("a claim made for a predecessor stands for its successor")
 	}
 	spec := claimSpecFor(pvc, "standard")

@@ -51,9 +51,9 @@ func TestPVCMutator(t *testing.T) {
 	claim := func(class *string, volume string) *corev1.PersistentVolumeClaim {
 		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: class, VolumeName: volume}}
 	}
-	fast, empty, virtual := "fast", "", StorageClassVirtual
+	fast, empty, virtual := "fast", "", ferryv1alpha1.StorageClassVirtual
 	classes := []client.Object{nsoIn("shop", ferryv1alpha1.PodOffloadingRemote), nsoIn("stay", ferryv1alpha1.PodOffloadingLocal),
-		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: StorageClassVirtual}, Provisioner: "ferry.io/virtual"}}
+		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.StorageClassVirtual}, Provisioner: "ferry.io/virtual"}}
 	m := &PVCMutator{Reader: fake.NewClientBuilder().WithScheme(s).WithObjects(classes...).Build(), Decoder: admission.NewDecoder(s)}
 	for _, tt := range []struct {
 		name      string
@@ -84,13 +84,13 @@ func TestPVCMutator(t *testing.T) {
 			t.Errorf("%s: remapped %v, want %v (%v)", tt.name, got, tt.remapped, resp.Patches)
 		}
 		for _, p := range resp.Patches {
-			if p.Path == "/spec/storageClassName" && p.Value != StorageClassVirtual {
+			if p.Path == "/spec/storageClassName" && p.Value != ferryv1alpha1.StorageClassVirtual {
 				t.Errorf("%s: storage class patched to %v", tt.name, p.Value)
 			}
 			if p.Path == "/metadata/annotations" {
-				got, ok := p.Value.(map[string]any)[AnnotationRequestedStorageClass]
+				got, ok := p.Value.(map[string]any)[ferryv1alpha1.AnnotationRequestedStorageClass]
 				if !ok || got != tt.requested {
-					t.Errorf("%s: annotations patched to %v, want %s=%q", tt.name, p.Value, AnnotationRequestedStorageClass, tt.requested)
+					t.Errorf("%s: annotations patched to %v, want %s=%q", tt.name, p.Value, ferryv1alpha1.AnnotationRequestedStorageClass, tt.requested)
 				}
 			}
 		}

@@ -16,15 +16,9 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
-// Where the storage names used here are defined.
-const (
-	StorageClassVirtual             = ferryv1alpha1.StorageClassVirtual
-	AnnotationRequestedStorageClass = ferryv1alpha1.AnnotationRequestedStorageClass
-)
-
 // PVCMutator remaps the new dynamically provisioned claims of offloaded
 // namespaces to the virtual storage class, keeping the class they asked for
-// in AnnotationRequestedStorageClass. Claims that are pre-bound
+// in ferryv1alpha1.AnnotationRequestedStorageClass. Claims that are pre-bound
 // (spec.volumeName), select a volume (spec.selector, with a warning), ask
 // for no class (""), or live in a namespace whose
 // pods stay Local are left alone, and so is every claim while the virtual
@@ -59,8 +53,8 @@ func (m *PVCMutator) Handle(ctx context.Context, req admission.Request) admissio
 		// A selector picks an existing volume; the virtual class only
 		// provisions. The claim keeps its class and binds here.
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"ferry: PersistentVolumeClaim %s has spec.selector, so it keeps its class and binds in this cluster only (the %q class provisions, it never matches existing volumes)", pvc.Name, StorageClassVirtual))
-	case sc != nil && (*sc == "" || *sc == StorageClassVirtual):
+			"ferry: PersistentVolumeClaim %s has spec.selector, so it keeps its class and binds in this cluster only (the %q class provisions, it never matches existing volumes)", pvc.Name, ferryv1alpha1.StorageClassVirtual))
+	case sc != nil && (*sc == "" || *sc == ferryv1alpha1.StorageClassVirtual):
 		return admission.Allowed("")
 	}
 	var nso ferryv1alpha1.NamespaceOffloading
@@ -74,11 +68,11 @@ func (m *PVCMutator) Handle(ctx context.Context, req admission.Request) admissio
 		return admission.Allowed("the namespace's pods stay local")
 	}
 	var class storagev1.StorageClass
-	if err := m.Reader.Get(ctx, client.ObjectKey{Name: StorageClassVirtual}, &class); apierrors.IsNotFound(err) {
+	if err := m.Reader.Get(ctx, client.ObjectKey{Name: ferryv1alpha1.StorageClassVirtual}, &class); apierrors.IsNotFound(err) {
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"ferry: storage class %q is not installed; PersistentVolumeClaim %s keeps its class and binds in this cluster only", StorageClassVirtual, pvc.Name))
+			"ferry: storage class %q is not installed; PersistentVolumeClaim %s keeps its class and binds in this cluster only", ferryv1alpha1.StorageClassVirtual, pvc.Name))
 	} else if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("read StorageClass %s: %w", StorageClassVirtual, err))
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("read StorageClass %s: %w", ferryv1alpha1.StorageClassVirtual, err))
 	}
 	mutated := pvc.DeepCopy()
 	if mutated.Annotations == nil {
@@ -88,8 +82,8 @@ func (m *PVCMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if sc != nil {
 		requested = *sc
 	}
-	mutated.Annotations[AnnotationRequestedStorageClass] = requested
-	class.Name = StorageClassVirtual
+	mutated.Annotations[ferryv1alpha1.AnnotationRequestedStorageClass] = requested
+	class.Name = ferryv1alpha1.StorageClassVirtual
 	mutated.Spec.StorageClassName = &class.Name
 	raw, err := json.Marshal(mutated)
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // per kind; users' values there are overwritten, not validated.
 var ferryOwnedAnnotations = map[string][]string{
 	"Pod":                   {AnnotationAppliedPolicy},
-	"PersistentVolumeClaim": {AnnotationRequestedStorageClass},
+	"PersistentVolumeClaim": {ferryv1alpha1.AnnotationRequestedStorageClass},
 }
 
 // AnnotationValidator checks the ferry.io/ annotations of pods or PVCs

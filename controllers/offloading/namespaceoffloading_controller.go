@@ -403,7 +403,7 @@ func (r *NamespaceOffloadingReconciler) claimsHeldBy(ctx context.Context, namesp
 	for i := range pvs.Items {
 		pv := &pvs.Items[i]
 		cr := pv.Spec.ClaimRef
-		if cr == nil || cr.Namespace != namespace || placement.VolumeCluster(pv) != id {
+		if cr == nil || cr.Namespace != namespace {
 			continue
 		}
 		if pv.Status.Phase == corev1.VolumeReleased {

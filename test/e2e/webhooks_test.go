@@ -180,7 +180,7 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 		Expect(consumer.Client.Create(ctx, early)).To(Succeed())
 		Expect(early.Spec.StorageClassName).To(HaveValue(Equal("standard")), "no virtual storage class installed: left alone")
 
-		class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: webhooks.StorageClassVirtual}, Provisioner: "ferry.io/virtual",
+		class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.StorageClassVirtual}, Provisioner: "ferry.io/virtual",
 			VolumeBindingMode: new(storagev1.VolumeBindingWaitForFirstConsumer)}
 		Expect(consumer.Client.Create(ctx, class)).To(Succeed())
 		DeferCleanup(func(ctx context.Context) {
@@ -189,13 +189,13 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 		Eventually(func(g Gomega) {
 			data := pvc("data-"+time.Now().Format("150405.000000")[7:], &standard, map[string]string{placement.AnnotationDataGravity: "true"})
 			g.Expect(consumer.Client.Create(ctx, data)).To(Succeed())
-			g.Expect(data.Spec.StorageClassName).To(HaveValue(Equal(webhooks.StorageClassVirtual)))
-			g.Expect(data.Annotations).To(HaveKeyWithValue(webhooks.AnnotationRequestedStorageClass, "standard"))
+			g.Expect(data.Spec.StorageClassName).To(HaveValue(Equal(ferryv1alpha1.StorageClassVirtual)))
+			g.Expect(data.Annotations).To(HaveKeyWithValue(ferryv1alpha1.AnnotationRequestedStorageClass, "standard"))
 		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the webhook's cache sees the new class")
 		defaulted := pvc("defaulted", nil, nil)
 		Expect(consumer.Client.Create(ctx, defaulted)).To(Succeed())
-		Expect(defaulted.Spec.StorageClassName).To(HaveValue(Equal(webhooks.StorageClassVirtual)))
-		Expect(defaulted.Annotations).To(HaveKeyWithValue(webhooks.AnnotationRequestedStorageClass, ""))
+		Expect(defaulted.Spec.StorageClassName).To(HaveValue(Equal(ferryv1alpha1.StorageClassVirtual)))
+		Expect(defaulted.Annotations).To(HaveKeyWithValue(ferryv1alpha1.AnnotationRequestedStorageClass, ""))
 		static := pvc("static", new(""), nil)
 		Expect(consumer.Client.Create(ctx, static)).To(Succeed())
 		Expect(static.Spec.StorageClassName).To(HaveValue(Equal("")), "a claim asking for no class binds statically")
