@@ -13,7 +13,7 @@ import (
 
 // userAnnotations are the ferry.io/ annotations users may set, per kind.
 var userAnnotations = map[string][]string{
-	"Pod":                   {placement.AnnotationPodOffloadingStrategy},
+	"Pod":                   {placement.AnnotationPodOffloadingStrategy, ferryv1alpha1.AnnotationConsumerAPIServer},
 	"PersistentVolumeClaim": {placement.AnnotationDataGravity, ferryv1alpha1.AnnotationSkipReflection, ferryv1alpha1.AnnotationAllowReflection},
 }
 
@@ -46,7 +46,7 @@ func ValidateAnnotations(kind string, annotations map[string]string, namespaceSt
 			if _, err := placement.DataGravity(annotations); err != nil {
 				errs = append(errs, err)
 			}
-		case k == ferryv1alpha1.AnnotationSkipReflection, k == ferryv1alpha1.AnnotationAllowReflection:
+		case k == ferryv1alpha1.AnnotationSkipReflection, k == ferryv1alpha1.AnnotationAllowReflection, k == ferryv1alpha1.AnnotationConsumerAPIServer:
 			if v := annotations[k]; v != "true" && v != "false" {
 				errs = append(errs, field.NotSupported(path, v, []string{"true", "false"}))
 			}

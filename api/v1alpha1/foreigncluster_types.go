@@ -190,3 +190,13 @@ type ForeignClusterList struct {
 func init() {
 	register(&ForeignCluster{}, &ForeignClusterList{})
 }
+
+// IsConsumer reports whether the peer offloads its pods to this cluster.
+func (s *ForeignClusterSpec) IsConsumer() bool {
+	return s.Role == RoleConsumer || s.Role == RoleConsumerAndProvider
+}
+
+// IsProvider reports whether this cluster offloads its pods to the peer.
+func (s *ForeignClusterSpec) IsProvider() bool {
+	return s.Role == RoleProvider || s.Role == RoleConsumerAndProvider
+}

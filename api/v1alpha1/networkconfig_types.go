@@ -10,7 +10,42 @@ const (
 	NetworkConfigRemapped = "Remapped"
 	// NetworkConfigTunnelUp: the gateway's tunnel to the peer is established.
 	NetworkConfigTunnelUp = "TunnelUp"
+	// NetworkConfigDiscovered: this cluster's own pod and service CIDRs are
+	// known (on the local NetworkConfig only).
+	NetworkConfigDiscovered = "Discovered"
 )
+
+// Values of LabelNetworkConfig: what a NetworkConfig stands for.
+const (
+	// LabelNetworkConfig says what a NetworkConfig is: NetworkConfigLocal,
+	// NetworkConfigPeer or NetworkConfigPublished.
+	LabelNetworkConfig = "ferry.io/network-config"
+	// NetworkConfigLocal is this cluster's own network, in ferry-system,
+	// named after this cluster's ID. Its spec is what the cluster tells its
+	// peers; its status how discovery and the IPAM went.
+	NetworkConfigLocal = "local"
+	// NetworkConfigPeer is a peer's network as the peer tells it (spec) and
+	// where this cluster maps it (status): in ferry-system for a provider,
+	// in the tenant namespace for a consumer (written there by the consumer).
+	NetworkConfigPeer = "peer"
+	// NetworkConfigPublished is a provider's copy of its local
+	// NetworkConfig in a consumer's tenant namespace, for the consumer to read.
+	NetworkConfigPublished = "published"
+)
+
+// APIServerEndpoint is how pods of a cluster reach its API server: the
+// cluster IP and port of the default/kubernetes Service.
+type APIServerEndpoint struct {
+	// Address is the kubernetes Service's cluster IP.
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="address must be an IP address"
+	Address string `json:"address"`
+
+	// Port is the kubernetes Service's port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+}
 
 // GatewayEndpoint is where a cluster's WireGuard gateway listens, and its key.
 type GatewayEndpoint struct {
@@ -40,14 +75,35 @@ type NetworkConfigSpec struct {
 	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="podCIDR must be a CIDR in canonical form, such as 10.244.0.0/16"
 	PodCIDR string `json:"podCIDR"`
 
+	// ServiceCIDR is the peer's Service cluster-IP range; empty when the
+	// peer could not tell.
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="serviceCIDR must be a CIDR in canonical form, such as 10.96.0.0/12"
+	// +optional
+	ServiceCIDR string `json:"serviceCIDR,omitempty"`
+
+	// ExternalCIDR is where the peer's pods appear to clusters whose own
+	// networks overlap podCIDR: a range of the same size, chosen by the
+	// peer's IPAM, that a cluster uses when it is free there too.
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="externalCIDR must be a CIDR in canonical form, such as 10.70.0.0/16"
+	// +optional
+	ExternalCIDR string `json:"externalCIDR,omitempty"`
+
+	// APIServer is the peer's kubernetes Service, which offloaded pods of
+	// the peer reach (by name kubernetes.default) through the fabric.
+	// +optional
+	APIServer *APIServerEndpoint `json:"apiServer,omitempty"`
+
 	// Gateway is the peer's tunnel endpoint; empty while the peer's gateway is not up.
 	// +optional
 	Gateway *GatewayEndpoint `json:"gateway,omitempty"`
 }
 
-// NetworkConfigStatus is how this cluster reaches the peer's pods.
+// NetworkConfigStatus is how this cluster reaches the peer's pods, and how
+// the peer reaches this cluster's.
 type NetworkConfigStatus struct {
-	// Conditions: Remapped, TunnelUp.
+	// Conditions: Remapped, TunnelUp; Discovered on the local NetworkConfig.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -58,6 +114,24 @@ type NetworkConfigStatus struct {
 	// when that overlaps a network of this cluster.
 	// +optional
 	RemappedPodCIDR string `json:"remappedPodCIDR,omitempty"`
+
+	// RemappedAPIServerAddress is the address this cluster uses for the
+	// peer's spec.apiServer.address; it differs from it when that overlaps
+	// a network of this cluster.
+	// +optional
+	RemappedAPIServerAddress string `json:"remappedAPIServerAddress,omitempty"`
+
+	// PodCIDRAtPeer is where the peer sees this cluster's pods: the peer's
+	// remappedPodCIDR for this cluster (this cluster's pod CIDR, its
+	// external CIDR, or a range of the peer's pool). Set on a provider's
+	// NetworkConfig in ferry-system, from what the provider reports.
+	// +optional
+	PodCIDRAtPeer string `json:"podCIDRAtPeer,omitempty"`
+
+	// APIServerAddressAtPeer is where pods in the peer reach this cluster's
+	// API server (the peer's remappedAPIServerAddress for this cluster).
+	// +optional
+	APIServerAddressAtPeer string `json:"apiServerAddressAtPeer,omitempty"`
 
 	// ObservedGeneration is the generation the status was computed for.
 	// +optional
@@ -72,7 +146,12 @@ type NetworkConfigStatus struct {
 // +kubebuilder:resource:shortName=netcfg,categories=ferry
 // +kubebuilder:printcolumn:name="Cluster ID",type=string,JSONPath=`.spec.clusterID`
 // +kubebuilder:printcolumn:name="Pod CIDR",type=string,JSONPath=`.spec.podCIDR`
+// +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.metadata.labels.ferry\.io/network-config`
+// +kubebuilder:printcolumn:name="Service CIDR",type=string,JSONPath=`.spec.serviceCIDR`,priority=1
+// +kubebuilder:printcolumn:name="External CIDR",type=string,JSONPath=`.spec.externalCIDR`,priority=1
 // +kubebuilder:printcolumn:name="Remapped",type=string,JSONPath=`.status.remappedPodCIDR`
+// +kubebuilder:printcolumn:name="At Peer",type=string,JSONPath=`.status.podCIDRAtPeer`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Remapped")].status`
 // +kubebuilder:printcolumn:name="Tunnel",type=string,JSONPath=`.status.conditions[?(@.type=="TunnelUp")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NetworkConfig struct {

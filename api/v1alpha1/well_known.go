@@ -99,6 +99,12 @@ const (
 	// ferry-controller-manager.
 	ProvisionerVirtual = "storage.ferry.io/virtual"
 
+	// AnnotationConsumerAPIServer, on a pod, "false" leaves its offloaded
+	// copy with the provider's kubernetes Service instead of pointing
+	// KUBERNETES_SERVICE_HOST at this (the consumer) cluster's API server
+	// through the network fabric. Default "true".
+	AnnotationConsumerAPIServer = "ferry.io/consumer-api-server"
+
 	// AnnotationRequestedStorageClass keeps, on a claim moved to
 	// StorageClassVirtual, the storage class it asked for; "" when it asked
 	// for the cluster's default class.

@@ -19,6 +19,7 @@ import (
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/controllermanager"
+	fabricctrl "github.com/ferry-io/ferry/controllers/fabric"
 	"github.com/ferry-io/ferry/controllers/offloading"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/storage"
@@ -50,6 +51,11 @@ func main() {
 	fs.IntVar(&f.burst, "kube-api-burst", 400, "burst of queries to this cluster's API server")
 	fs.StringVar(&f.opts.StorageNamespace, "storage-namespace", storage.DefaultNamespace, "namespace of the real claims made for claims of the ferry storage class bound on this cluster's nodes")
 	fs.BoolVar(&f.opts.DisableStorage, "disable-storage", false, "do not serve the ferry storage class (storage.ferry.io/virtual)")
+	fs.BoolVar(&f.opts.Network.Disabled, "disable-network", false, "turn the network fabric off, for clusters whose networks already reach each other: pod addresses pass unchanged (also passed to the virtual kubelets)")
+	fs.StringVar(&f.opts.Network.PodCIDR, "pod-cidr", "", "this cluster's pod CIDR (default: detected from the nodes' spec.podCIDRs)")
+	fs.StringVar(&f.opts.Network.ServiceCIDR, "service-cidr", "", "this cluster's Service CIDR (default: read from the API server's ServiceCIDR kubernetes)")
+	fs.StringSliceVar(&f.opts.Network.Pool, "ipam-pool", []string{fabricctrl.DefaultPool}, "CIDRs the IPAM hands remapped and external CIDRs out of (must not overlap this cluster's networks)")
+	fs.StringSliceVar(&f.opts.Network.Reserved, "ipam-reserved", nil, "CIDRs of this cluster's networks the IPAM cannot see (such as the nodes' subnet): never handed out, and a peer overlapping them is remapped")
 	fs.BoolVar(&f.opts.LeaderElection, "leader-elect", true, "elect one active manager among replicas (a Lease in ferry-system)")
 	fs.StringVar(&f.opts.MetricsAddr, "metrics-bind-address", ":8080", "address serving Prometheus metrics (0 disables)")
 	fs.StringVar(&f.opts.HealthAddr, "health-probe-bind-address", ":8081", "address serving /healthz and /readyz (0 disables)")
@@ -71,6 +77,10 @@ func run(f flags) error {
 		return fmt.Errorf("--kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = f.qps, f.burst
+	if f.opts.Network.Disabled {
+		// The virtual kubelets then pass pod addresses unchanged too.
+		f.vkArgs = append(f.vkArgs, "--disable-network")
+	}
 	switch f.vkMode {
 	case "process":
 		l := &peering.ProcessLauncher{Binary: f.vkBinary, Kubeconfig: f.kubeconfig, LogDir: f.vkLogDir, ExtraArgs: f.vkArgs}

@@ -55,6 +55,8 @@ func main() {
 	fs.StringToStringVar(&opts.Reflection.IngressClasses, "ingress-class-map", nil, "local=provider IngressClass names for reflected Ingresses (*=name for any other class); unmapped classes are dropped, so the provider's default class serves")
 	fs.StringToStringVar(&opts.Reflection.StorageClasses, "storage-class-map", nil, "local=provider StorageClass names for reflected PersistentVolumeClaims (*=name for any other class); unmapped classes are dropped, so the provider's default class serves")
 	fs.DurationVar(&opts.Reflection.TokenExpiration, "service-account-token-expiration", reflection.DefaultTokenExpiration, "lifetime of the consumer service-account tokens handed to offloaded pods (at least 10m); renewed at 80% of it")
+	fs.BoolVar(&opts.DisableNetwork, "disable-network", false, "pass pod addresses unchanged both ways (clusters whose networks already reach each other); by default they are translated through the network fabric's mapping, and left out until it is known")
+	fs.BoolVar(&opts.DisableConsumerAPIServer, "disable-consumer-api-server", false, "leave offloaded pods with the provider's kubernetes Service; by default their KUBERNETES_SERVICE_HOST names kubernetes.default, resolved to this cluster's API server through the network fabric (per pod: annotation ferry.io/consumer-api-server=false)")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)

@@ -21,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	fabricctrl "github.com/ferry-io/ferry/controllers/fabric"
 	"github.com/ferry-io/ferry/controllers/kubeletcerts"
 	"github.com/ferry-io/ferry/controllers/offloading"
 	"github.com/ferry-io/ferry/controllers/peering"
@@ -62,6 +63,9 @@ type Options struct {
 	// DisableStorage leaves the virtual storage class unserved (claims of it
 	// then never bind: do not install manifests/storage).
 	DisableStorage bool
+	// Network configures the network fabric's control plane (discovery,
+	// NetworkConfig exchange, IPAM).
+	Network fabricctrl.Options
 	// SeveralPerProcess allows more than one manager in a process (tests
 	// run one per test cluster); controller metrics then share names.
 	SeveralPerProcess bool
@@ -88,6 +92,9 @@ func (o Options) Validate() error {
 	}
 	if o.ShadowPodWorkers < 0 {
 		return fmt.Errorf("--shadow-pod-workers %d: must not be negative", o.ShadowPodWorkers)
+	}
+	if err := o.Network.Validate(); err != nil {
+		return err
 	}
 	if o.Launcher == nil {
 		return fmt.Errorf("no virtual kubelet launcher")
@@ -163,6 +170,16 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := (&kubeletcerts.Approver{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up kubelet serving certificate approver: %w", err)
 	}
+	if !opts.Network.Disabled {
+		if err := (&fabricctrl.IPAMReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterID: opts.ClusterID,
+			Options: opts.Network, TenantNamespace: peering.TenantNamespaceOf}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("set up IPAM: %w", err)
+		}
+	}
+	if err := (&fabricctrl.ExchangeReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Disabled: opts.Network.Disabled,
+		Providers: fabricProviders{providers}, TenantNamespace: peering.TenantNamespaceOf}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up network exchange: %w", err)
+	}
 	if !opts.DisableStorage {
 		ns := opts.StorageNamespace
 		if ns == "" {
@@ -177,6 +194,17 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		}
 	}
 	return mgr, nil
+}
+
+// fabricProviders hands the network fabric the peering's provider clients.
+type fabricProviders struct{ clients *peering.ProviderClients }
+
+func (f fabricProviders) For(ctx context.Context, fc *ferryv1alpha1.ForeignCluster) (client.Client, string, error) {
+	p, err := f.clients.For(ctx, fc)
+	if err != nil {
+		return nil, "", err
+	}
+	return p.Client, p.TenantNamespace, nil
 }
 
 // storageProviders hands the storage fabric the peering's provider clients.

@@ -39,9 +39,9 @@ func TenantNamespace(consumer ferryv1alpha1.ClusterID) string {
 	return name[:63-9] + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
-// tenantNamespaceOf is the tenant namespace a provider-side ForeignCluster
+// TenantNamespaceOf is the tenant namespace a provider-side ForeignCluster
 // uses: its spec.tenantNamespace, or the derived name.
-func tenantNamespaceOf(fc *ferryv1alpha1.ForeignCluster) string {
+func TenantNamespaceOf(fc *ferryv1alpha1.ForeignCluster) string {
 	if fc.Spec.TenantNamespace != "" {
 		return fc.Spec.TenantNamespace
 	}
@@ -60,10 +60,6 @@ func VirtualNodeName(provider ferryv1alpha1.ClusterID) string {
 	return "ferry-" + string(provider)
 }
 
-func isConsumer(fc *ferryv1alpha1.ForeignCluster) bool {
-	return fc.Spec.Role == ferryv1alpha1.RoleConsumer || fc.Spec.Role == ferryv1alpha1.RoleConsumerAndProvider
-}
+func isConsumer(fc *ferryv1alpha1.ForeignCluster) bool { return fc.Spec.IsConsumer() }
 
-func isProvider(fc *ferryv1alpha1.ForeignCluster) bool {
-	return fc.Spec.Role == ferryv1alpha1.RoleProvider || fc.Spec.Role == ferryv1alpha1.RoleConsumerAndProvider
-}
+func isProvider(fc *ferryv1alpha1.ForeignCluster) bool { return fc.Spec.IsProvider() }

@@ -39,7 +39,7 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Get(ctx, req.NamespacedName, &fc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	tenant := tenantNamespaceOf(&fc)
+	tenant := TenantNamespaceOf(&fc)
 	logger := log.FromContext(ctx).WithValues("consumer", fc.Spec.ClusterID, "tenant", tenant)
 
 	if !fc.DeletionTimestamp.IsZero() || !isConsumer(&fc) {
@@ -80,7 +80,7 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: ConsumerRole, Namespace: tenant}}
 	if _, err := controllerutil.CreateOrPatch(ctx, r.Client, role, func() error {
 		role.Labels = mergeLabels(role.Labels, origin)
-		role.Rules = consumerRules()
+		role.Rules = consumerRules(fc.Spec.ClusterID)
 		return nil
 	}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("ensure consumer role: %w", err)
@@ -133,15 +133,18 @@ func (r *TenantReconciler) updateStatus(ctx context.Context, fc *ferryv1alpha1.F
 }
 
 // consumerRules is all a consumer may do in its tenant namespace: ask for
-// resources and twin namespaces, and renew its own credential. In each twin
+// resources and twin namespaces, send its NetworkConfig (and change no other
+// one), read the provider's, and renew its own credential. In each twin
 // namespace the provider makes for it, the consumer is bound to the
 // ferry-twin-namespace ClusterRole; it gets nothing cluster-wide.
-func consumerRules() []rbacv1.PolicyRule {
+func consumerRules(consumer ferryv1alpha1.ClusterID) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"resourceslices/status"}, Verbs: []string{"get"}},
 		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"twinnamespaces"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"twinnamespaces/status"}, Verbs: []string{"get"}},
+		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"networkconfigs"}, Verbs: []string{"get", "list", "watch", "create"}},
+		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"networkconfigs"}, ResourceNames: []string{string(consumer)}, Verbs: []string{"update", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{ConsumerServiceAccount}, Verbs: []string{"create"}},
 	}
 }

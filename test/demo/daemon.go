@@ -165,6 +165,9 @@ func startControllerManager(cfg Config, c *testbed.Cluster, logs string) (*compo
 	return startComponent(c.Name+"-controller-manager", logs, filepath.Join(cfg.BinDir, "ferry-controller-manager"),
 		"--kubeconfig="+c.KubeconfigPath,
 		"--cluster-id="+c.Name,
+		// kwok gives pod IPs from this range; the test bed's nodes have no
+		// spec.podCIDRs to detect it from.
+		"--pod-cidr="+c.PodCIDR(),
 		"--virtual-kubelet-mode=process",
 		"--virtual-kubelet-binary="+filepath.Join(cfg.BinDir, "ferry-virtual-kubelet"),
 		"--virtual-kubelet-log-dir="+logs,

@@ -401,16 +401,18 @@ func printPods(ctx context.Context, out io.Writer, namespace string, pods []core
 	}
 	fmt.Fprintf(out, "\n==> pods of namespace %s, as the consumer sees them\n", namespace)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "    POD\tSTATUS\tNODE\tRUNS IN")
+	fmt.Fprintln(w, "    POD\tSTATUS\tIP\tNODE\tRUNS IN")
 	for _, p := range pods {
 		where := "this cluster"
 		if isVirtual(p.Spec.NodeName) {
 			where = "provider (not there yet)"
 			if r, ok := byUID[string(p.UID)]; ok {
-				where = fmt.Sprintf("provider: %s/%s on %s", r.Namespace, r.Name, r.Spec.NodeName)
+				// The IP the consumer shows is the provider's, remapped by
+				// the network fabric (both clusters use one pod CIDR).
+				where = fmt.Sprintf("provider: %s/%s on %s, IP %s there", r.Namespace, r.Name, r.Spec.NodeName, r.Status.PodIP)
 			}
 		}
-		fmt.Fprintf(w, "    %s\t%s\t%s\t%s\n", p.Name, p.Status.Phase, p.Spec.NodeName, where)
+		fmt.Fprintf(w, "    %s\t%s\t%s\t%s\t%s\n", p.Name, p.Status.Phase, p.Status.PodIP, p.Spec.NodeName, where)
 	}
 	return w.Flush()
 }

@@ -42,8 +42,12 @@ var _ = Describe("The demo", Label("demo"), func() {
 			GinkgoWriter.Printf("demo down:\n%s", out)
 		})
 
-		remote := regexp.MustCompile(`(?m)^\s+api-\S+\s+Running\s+ferry-provider\s+provider: demo-consumer/api-`)
-		local := regexp.MustCompile(`(?m)^\s+web-\S+\s+Running\s+consumer-node-\d\s+this cluster`)
+		// Remote pods show their provider IP remapped into the pool
+		// (10.64.0.0/11): both clusters use 10.244.0.0/16.
+		remote := regexp.MustCompile(`(?m)^\s+api-\S+\s+Running\s+10\.(6[4-9]|[78]\d|9[0-5])\.\d+\.\d+\s+ferry-provider\s+provider: demo-consumer/api-\S+ on \S+, IP 10\.244\.\d+\.\d+ there`)
+		local := regexp.MustCompile(`(?m)^\s+web-\S+\s+Running\s+10\.244\.\d+\.\d+\s+consumer-node-\d\s+this cluster`)
+		// ferryctl status's network: the provider's pods mapped apart.
+		network := regexp.MustCompile(`(?m)^\s+provider\s+10\.244\.0\.0/16\s+10\.\d+\.0\.0/16\s+10\.\d+\.0\.0/16\s+10\.\d+\.\d+\.\d+\s+NotReady \(TunnelNotBuilt\)`)
 		// ferryctl status's claims: the StatefulSet's data in the provider.
 		data := regexp.MustCompile(`(?m)^\s+demo/data-db-\d\s+provider\s+demo-consumer/data-db-\d\s+1Gi\s+Bound`)
 		for run := 1; run <= 2; run++ {
@@ -55,6 +59,7 @@ var _ = Describe("The demo", Label("demo"), func() {
 			Expect(remote.FindAll(out, -1)).To(HaveLen(4), "demo up:\n%s", out)
 			Expect(local.FindAll(out, -1)).To(HaveLen(3), "demo up:\n%s", out)
 			Expect(data.FindAll(out, -1)).To(HaveLen(2), "demo up:\n%s", out)
+			Expect(network.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
 			Expect(string(out)).To(ContainSubstring("kwok pod started"))
 			Expect(string(out)).To(ContainSubstring(filepath.Join(state, "consumer.kubeconfig")))
 		}

@@ -64,6 +64,7 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition
 var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 	var consumer, provider *testbed.Cluster
 	var consumerFerry *framework.Ferry
+	var network framework.PeerNetwork
 	var ns, twin string
 	virtualNode := peering.VirtualNodeName("provider")
 	vnKey := types.NamespacedName{Namespace: ferryv1alpha1.SystemNamespace, Name: virtualNode}
@@ -103,7 +104,8 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
 				r, ok := byUID[string(p.UID)]
 				g.Expect(ok).To(BeTrue(), "pod %s has no remote pod", p.Name)
-				g.Expect(p.Status.PodIP).To(Equal(r.Status.PodIP))
+				g.Expect(p.Status.PodIP).To(Equal(network.ProviderPodIP(r.Status.PodIP)),
+					"the local pod shows the remote pod's IP remapped by the network fabric (both clusters use %s)", r.Status.PodIP)
 				g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
 				g.Expect(p.Status.ContainerStatuses[0].Ready).To(BeTrue())
 				g.Expect(podCondition(&p, corev1.PodReady).Status).To(Equal(corev1.ConditionTrue))
@@ -128,6 +130,7 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		out, err := ferryctl(ctx, "peer", "--consumer-kubeconfig", consumer.KubeconfigPath, "--provider-kubeconfig", provider.KubeconfigPath, "--timeout", "90s")
 		Expect(err).NotTo(HaveOccurred(), out)
 
+		network = framework.WaitPeerNetwork(ctx, consumer, "consumer", "provider")
 		ns = framework.CreateNamespace(ctx, consumer, "shop")
 		twin = framework.OffloadNamespace(ctx, consumer, ns, "provider")
 	})

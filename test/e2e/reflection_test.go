@@ -377,7 +377,12 @@ var _ = Describe("Reflection", Label("reflection"), Ordered, func() {
 		}).Should(Succeed())
 	})
 
-	It("reflects a Service's EndpointSlice with the local endpoints only, marked as ferry's", func(ctx context.Context) {
+	It("reflects a Service's EndpointSlice with the local endpoints only, translated to where the provider reaches them, marked as ferry's", func(ctx context.Context) {
+		// Both clusters use 10.244.0.0/16: the provider reaches the
+		// consumer's pods at the range its IPAM gave them.
+		network := framework.WaitPeerNetwork(ctx, consumer, "consumer", "provider")
+		translated := network.ConsumerPodIP("10.244.7.7")
+		Expect(translated).NotTo(HavePrefix("10.244."), "the provider's own pod CIDR cannot stand for the consumer's pods")
 		var nodes corev1.NodeList
 		Expect(consumer.Client.List(ctx, &nodes)).To(Succeed())
 		localNode := ""
@@ -412,7 +417,7 @@ var _ = Describe("Reflection", Label("reflection"), Ordered, func() {
 			g.Expect(remote.Labels).To(HaveKeyWithValue(discoveryv1.LabelManagedBy, endpointSliceManager))
 			g.Expect(remote.Labels).To(HaveKeyWithValue(discoveryv1.LabelServiceName, "backend"))
 			g.Expect(remote.AddressType).To(Equal(discoveryv1.AddressTypeIPv4))
-			g.Expect(remote.Endpoints).To(ConsistOf(And(HaveField("Addresses", []string{"10.244.7.7"}), HaveField("NodeName", BeNil()))),
+			g.Expect(remote.Endpoints).To(ConsistOf(And(HaveField("Addresses", []string{translated}), HaveField("NodeName", BeNil()))),
 				"the endpoint on the virtual node is the provider's own")
 			g.Expect(remote.Ports).To(ConsistOf(HaveField("Port", HaveValue(Equal(int32(8080))))))
 		}).Should(Succeed())

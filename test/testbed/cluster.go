@@ -605,3 +605,6 @@ func (c *Cluster) PIDs() map[string]int {
 	}
 	return out
 }
+
+// PodCIDR is the range the cluster's pods get their IPs from.
+func (c *Cluster) PodCIDR() string { return c.opts.PodCIDR }

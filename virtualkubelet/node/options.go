@@ -52,6 +52,15 @@ type Options struct {
 	// (ConfigMaps, Secrets, Services, ...) to the provider.
 	Reflection reflection.Options
 
+	// DisableNetwork turns the network fabric's translation off: pod
+	// addresses pass unchanged both ways (clusters on a flat network; the
+	// controller manager's --disable-network passes it on).
+	DisableNetwork bool
+	// DisableConsumerAPIServer leaves offloaded pods with the provider's
+	// kubernetes Service instead of pointing them at this cluster's API
+	// server through the fabric.
+	DisableConsumerAPIServer bool
+
 	// KubeletAddress is where the kubelet API (logs, exec, attach,
 	// port-forward, stats) listens, host:port (default 0.0.0.0:10250; port 0
 	// picks a free one, which the Node advertises).

@@ -29,6 +29,7 @@ import (
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/virtualkubelet/kubeletapi"
+	"github.com/ferry-io/ferry/virtualkubelet/network"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 	"github.com/ferry-io/ferry/virtualkubelet/reflection"
 	"github.com/ferry-io/ferry/virtualkubelet/servingcert"
@@ -183,6 +184,12 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	wg.Go(func() { r.loop(runCtx, nc.Ready(), informer.HasSynced, probes) })
 	// The node's pods, cached once for the offloading and the reflection.
 	nodePods := offloading.NodePodInformerFactory(kube, node.Name)
+	addrs := network.New(consumer, vn.Spec.ClusterID, opts.DisableNetwork)
+	wg.Go(func() { addrs.Run(runCtx, vnClient) })
+	var apiServer func() (string, int32, bool)
+	if !opts.DisableConsumerAPIServer {
+		apiServer = addrs.APIServer
+	}
 	offloadErr := make(chan error, 1)
 	wg.Go(func() {
 		offloadErr <- offloading.Run(runCtx, offloading.Config{
@@ -192,6 +199,9 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 			ProviderReady:        r.providerReady.Load,
 			ServiceAccountTokens: opts.Reflection.WithDefaults().Workers[reflection.ServiceAccounts] > 0,
 			NodePods:             nodePods,
+			RemapPodIP:           addrs.ProviderPodIP,
+			AddressesChanged:     addrs.Changed(),
+			ConsumerAPIServer:    apiServer,
 		})
 		cancel()
 	})
@@ -201,6 +211,7 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 			Local: local, Provider: providerCfg, NodeName: node.Name,
 			ConsumerClusterID: consumer, ProviderClusterID: vn.Spec.ClusterID,
 			Options: opts.Reflection, Registry: registry, NodePods: nodePods,
+			RemapIP: addrs.LocalPodIP, AddressesChanged: addrs.Changed(),
 		})
 		cancel()
 	})

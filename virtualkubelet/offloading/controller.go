@@ -62,6 +62,13 @@ type Config struct {
 	// RemapPodIP translates remote pod IPs (the network fabric's; identity
 	// when nil).
 	RemapPodIP IPRemapper
+	// AddressesChanged signals that RemapPodIP or ConsumerAPIServer now
+	// answer differently: every pod is synced again.
+	AddressesChanged <-chan struct{}
+	// ConsumerAPIServer says where pods in the provider reach this
+	// cluster's API server (the network fabric's); nil or ok false: the
+	// pods are left to the provider's kubernetes Service.
+	ConsumerAPIServer func() (address string, port int32, ok bool)
 	// ServiceAccountTokens says the reflection keeps a token Secret of each
 	// offloaded pod's consumer service account in its twin namespace
 	// (ServiceAccountTokenSecret): pods mount it instead of the consumer's
@@ -183,6 +190,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	})
 	wg.Go(func() { c.watchHealth(runCtx) })
+	wg.Go(func() { c.watchAddresses(runCtx) })
 	for range cfg.Workers {
 		wg.Go(func() {
 			for c.processNext(runCtx) {
@@ -222,13 +230,35 @@ func (c *controller) watchHealth(ctx context.Context) {
 		ready := c.cfg.ProviderReady()
 		if ready && !wasReady {
 			klog.FromContext(ctx).Info("Provider is back; resyncing every pod")
-			for _, obj := range c.podIndex.List() {
-				if p, ok := obj.(*corev1.Pod); ok {
-					c.queue.Add(types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
-				}
-			}
+			c.resyncAll()
 		}
 		wasReady = ready
+	}
+}
+
+// watchAddresses resyncs every pod when the network fabric's mapping
+// changes: pod IPs and the consumer API server's address follow it.
+func (c *controller) watchAddresses(ctx context.Context) {
+	if c.cfg.AddressesChanged == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.cfg.AddressesChanged:
+			klog.FromContext(ctx).Info("Network mapping changed; resyncing every pod")
+			c.resyncAll()
+		}
+	}
+}
+
+// resyncAll queues every pod of the node.
+func (c *controller) resyncAll() {
+	for _, obj := range c.podIndex.List() {
+		if p, ok := obj.(*corev1.Pod); ok {
+			c.queue.Add(types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+		}
 	}
 }
 
@@ -293,7 +323,13 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		return 0, nil
 	}
 
-	want, err := ShadowPodFor(pod, c.cfg.ConsumerClusterID, t.name, c.cfg.ServiceAccountTokens)
+	var api *APIServerAccess
+	if c.cfg.ConsumerAPIServer != nil {
+		if addr, port, ok := c.cfg.ConsumerAPIServer(); ok {
+			api = &APIServerAccess{Address: addr, Port: port}
+		}
+	}
+	want, err := ShadowPodFor(pod, c.cfg.ConsumerClusterID, t.name, c.cfg.ServiceAccountTokens, api)
 	if err != nil {
 		return 0, err
 	}

@@ -25,8 +25,8 @@ const (
 )
 
 // IPRemapper translates a pod IP of the provider into the address the
-// consumer reaches it at. The network fabric provides it; without one, IPs
-// are kept as they are.
+// consumer reaches it at, "" when it cannot reach it. The network fabric
+// provides it; without one, IPs are kept as they are.
 type IPRemapper func(ip string) string
 
 // statusFromRemote is the local pod's status while the provider runs remote:
@@ -37,11 +37,21 @@ func statusFromRemote(local *corev1.Pod, remote *corev1.Pod, recreations int32, 
 	st := *remote.Status.DeepCopy()
 	st.HostIP, st.HostIPs = "", nil
 	if remap != nil {
-		if st.PodIP != "" {
-			st.PodIP = remap(st.PodIP)
+		// An IP the fabric cannot map (not yet, or never: a host-network
+		// pod's node address) is left out rather than shown unreachable;
+		// podIP stays podIPs[0], as the API requires.
+		ips := st.PodIPs
+		if len(ips) == 0 && st.PodIP != "" {
+			ips = []corev1.PodIP{{IP: st.PodIP}}
 		}
-		for i := range st.PodIPs {
-			st.PodIPs[i].IP = remap(st.PodIPs[i].IP)
+		st.PodIP, st.PodIPs = "", nil
+		for _, ip := range ips {
+			if mapped := remap(ip.IP); mapped != "" {
+				st.PodIPs = append(st.PodIPs, corev1.PodIP{IP: mapped})
+			}
+		}
+		if len(st.PodIPs) > 0 {
+			st.PodIP = st.PodIPs[0].IP
 		}
 	}
 	// The consumer's own fields: QoS class is immutable and computed from the

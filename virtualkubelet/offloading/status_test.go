@@ -95,3 +95,22 @@ func TestShadowRejection(t *testing.T) {
 		t.Errorf("rejection %v, want Forbidden", c)
 	}
 }
+
+func TestStatusFromRemoteLeavesOutIPsTheFabricCannotMap(t *testing.T) {
+	remote := runningRemote()
+	remote.Status.PodIPs = []corev1.PodIP{{IP: "10.244.1.5"}, {IP: "fd00::5"}}
+	onlyV6 := func(ip string) string {
+		if strings.Contains(ip, ":") {
+			return "fd80::5"
+		}
+		return ""
+	}
+	st := statusFromRemote(boundPod(), remote, 0, "provider", onlyV6)
+	if st.PodIP != "fd80::5" || len(st.PodIPs) != 1 || st.PodIPs[0].IP != "fd80::5" {
+		t.Errorf("podIP %q podIPs %v, want the mapped IPv6 only, as podIPs[0]", st.PodIP, st.PodIPs)
+	}
+	none := statusFromRemote(boundPod(), remote, 0, "provider", func(string) string { return "" })
+	if none.PodIP != "" || none.PodIPs != nil {
+		t.Errorf("nothing mapped: podIP %q podIPs %v, want none", none.PodIP, none.PodIPs)
+	}
+}

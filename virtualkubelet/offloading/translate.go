@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,10 +65,17 @@ func Refuse(pod *corev1.Pod) *Refusal {
 // added is replaced by the Secret the reflection keeps in the twin namespace
 // (ServiceAccountTokenSecret): the pod finds a token of its consumer service
 // account where it expects one. Without, the volume is dropped.
-func ShadowPodFor(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespace string, tokens bool) (*ferryv1alpha1.ShadowPod, error) {
+//
+// With api set, and unless the pod's ferry.io/consumer-api-server
+// annotation is "false", the pod's containers reach this cluster's API
+// server instead of the provider's (see withConsumerAPIServer).
+func ShadowPodFor(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespace string, tokens bool, api *APIServerAccess) (*ferryv1alpha1.ShadowPod, error) {
 	template := ferryv1alpha1.ShadowPodTemplate{
 		Metadata: ferryv1alpha1.PodMetadata{Labels: withoutFerryKeys(pod.Labels), Annotations: withoutFerryKeys(pod.Annotations)},
 		Spec:     remoteSpec(&pod.Spec, tokens),
+	}
+	if api != nil && pod.Annotations[ferryv1alpha1.AnnotationConsumerAPIServer] != "false" {
+		withConsumerAPIServer(&template.Spec, *api)
 	}
 	raw, err := json.Marshal(template)
 	if err != nil {
@@ -83,6 +92,47 @@ func ShadowPodFor(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespa
 		},
 		Spec: ferryv1alpha1.ShadowPodSpec{ConsumerClusterID: consumer, Template: template},
 	}, nil
+}
+
+// APIServerAccess is where pods in the provider reach the consumer's API
+// server: the address the network fabric maps the consumer's kubernetes
+// Service to, and its port.
+type APIServerAccess struct {
+	Address string
+	Port    int32
+}
+
+// ConsumerAPIServerName is the name offloaded pods reach the consumer's API
+// server by: the consumer's serving certificate covers it (kube-apiserver
+// always includes kubernetes.default), and a host alias resolves it.
+const ConsumerAPIServerName = "kubernetes.default"
+
+// withConsumerAPIServer points in-cluster clients (client-go's
+// InClusterConfig reads KUBERNETES_SERVICE_HOST and _PORT) at the consumer's
+// API server: the two variables, set in every container that does not set
+// them itself, name ConsumerAPIServerName, which a host alias resolves to
+// the fabric's address. Container variables win over the ones the
+// provider's kubelet adds for its own kubernetes Service.
+func withConsumerAPIServer(spec *corev1.PodSpec, api APIServerAccess) {
+	names := []string{ConsumerAPIServerName, ConsumerAPIServerName + ".svc"}
+	spec.HostAliases = append(spec.HostAliases, corev1.HostAlias{IP: api.Address, Hostnames: names})
+	port := strconv.Itoa(int(api.Port))
+	set := func(cs []corev1.Container) {
+		for i := range cs {
+			if slices.ContainsFunc(cs[i].Env, func(e corev1.EnvVar) bool {
+				return e.Name == "KUBERNETES_SERVICE_HOST" || e.Name == "KUBERNETES_SERVICE_PORT"
+			}) {
+				continue
+			}
+			cs[i].Env = append(cs[i].Env,
+				corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: ConsumerAPIServerName},
+				corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: port},
+				corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT_HTTPS", Value: port},
+			)
+		}
+	}
+	set(spec.InitContainers)
+	set(spec.Containers)
 }
 
 // AnnotationTemplateHash is, on a ShadowPod, the digest of the template the

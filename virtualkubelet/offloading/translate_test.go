@@ -50,7 +50,7 @@ func boundPod() *corev1.Pod {
 func TestShadowPodForStripsWhatOnlyTheConsumerMeans(t *testing.T) {
 	pod := boundPod()
 	before := pod.DeepCopy()
-	sp, err := ShadowPodFor(pod, "home", "shop-home", false)
+	sp, err := ShadowPodFor(pod, "home", "shop-home", false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +92,11 @@ func TestShadowPodForStripsWhatOnlyTheConsumerMeans(t *testing.T) {
 	case len(spec.Containers[0].VolumeMounts) != 1 || spec.Containers[0].VolumeMounts[0].Name != "config" || len(spec.InitContainers[0].VolumeMounts) != 0:
 		t.Errorf("mounts %v / %v: want the token mounts dropped", spec.Containers[0].VolumeMounts, spec.InitContainers[0].VolumeMounts)
 	}
-	if again, _ := ShadowPodFor(pod, "home", "shop-home", false); !equality.Semantic.DeepEqual(again, sp) || sp.Annotations[AnnotationTemplateHash] == "" {
+	if again, _ := ShadowPodFor(pod, "home", "shop-home", false, nil); !equality.Semantic.DeepEqual(again, sp) || sp.Annotations[AnnotationTemplateHash] == "" {
 		t.Error("ShadowPodFor is not deterministic: every resync would update the shadow pod")
 	}
 	pod.Labels["tier"] = "gold"
-	if changed, _ := ShadowPodFor(pod, "home", "shop-home", false); changed.Annotations[AnnotationTemplateHash] == sp.Annotations[AnnotationTemplateHash] {
+	if changed, _ := ShadowPodFor(pod, "home", "shop-home", false, nil); changed.Annotations[AnnotationTemplateHash] == sp.Annotations[AnnotationTemplateHash] {
 		t.Error("a label change does not change the template hash: it would not reach the provider")
 	}
 }
@@ -133,7 +133,7 @@ func TestRefuse(t *testing.T) {
 func TestShadowPodForMountsTheReflectedToken(t *testing.T) {
 	pod := boundPod()
 	pod.Spec.Volumes[0].Projected.DefaultMode = new(int32(0o440))
-	sp, err := ShadowPodFor(pod, "home", "shop-home", true)
+	sp, err := ShadowPodFor(pod, "home", "shop-home", true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestShadowPodForMountsTheReflectedToken(t *testing.T) {
 	if spec.ServiceAccountName != remoteServiceAccount || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 		t.Errorf("service account %q automount %v: want the provider's default one, without a provider token", spec.ServiceAccountName, spec.AutomountServiceAccountToken)
 	}
-	without, _ := ShadowPodFor(pod, "home", "shop-home", false)
+	without, _ := ShadowPodFor(pod, "home", "shop-home", false, nil)
 	if without.Annotations[AnnotationTemplateHash] == sp.Annotations[AnnotationTemplateHash] {
 		t.Error("the template hash does not tell the token volume apart")
 	}
@@ -166,5 +166,46 @@ func TestServiceAccountTokenSecret(t *testing.T) {
 	got := ServiceAccountTokenSecret(long)
 	if len(got) > 253 || !strings.HasPrefix(got, "ferry-token-") || got == ServiceAccountTokenSecret(long+"b") {
 		t.Errorf("ServiceAccountTokenSecret(250 chars) = %q: want a distinct name of at most 253 characters", got)
+	}
+}
+
+func TestShadowPodForPointsPodsAtTheConsumerAPIServer(t *testing.T) {
+	pod := boundPod()
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox"}}
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "own", Image: "x",
+		Env: []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "elsewhere"}}})
+	api := &APIServerAccess{Address: "10.67.0.0", Port: 6443}
+	sp, err := ShadowPodFor(pod, "home", "shop-home", true, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sp.Spec.Template.Spec
+	if len(spec.HostAliases) != 1 || spec.HostAliases[0].IP != "10.67.0.0" || spec.HostAliases[0].Hostnames[0] != "kubernetes.default" {
+		t.Errorf("hostAliases %v", spec.HostAliases)
+	}
+	env := func(c corev1.Container) map[string]string {
+		out := map[string]string{}
+		for _, e := range c.Env {
+			out[e.Name] = e.Value
+		}
+		return out
+	}
+	for _, c := range append(spec.InitContainers, spec.Containers[0]) {
+		if e := env(c); e["KUBERNETES_SERVICE_HOST"] != "kubernetes.default" || e["KUBERNETES_SERVICE_PORT"] != "6443" {
+			t.Errorf("container %s env %v", c.Name, e)
+		}
+	}
+	if e := env(spec.Containers[len(spec.Containers)-1]); e["KUBERNETES_SERVICE_HOST"] != "elsewhere" || e["KUBERNETES_SERVICE_PORT"] != "" {
+		t.Errorf("a container that sets the variables itself is left alone: %v", e)
+	}
+
+	pod.Annotations = map[string]string{ferryv1alpha1.AnnotationConsumerAPIServer: "false"}
+	optOut, _ := ShadowPodFor(pod, "home", "shop-home", true, api)
+	if optOut.Spec.Template.Spec.HostAliases != nil {
+		t.Errorf("opted-out pod got hostAliases %v", optOut.Spec.Template.Spec.HostAliases)
+	}
+	unknown, _ := ShadowPodFor(boundPod(), "home", "shop-home", true, nil)
+	if unknown.Spec.Template.Spec.HostAliases != nil {
+		t.Errorf("no address known: hostAliases %v", unknown.Spec.Template.Spec.HostAliases)
 	}
 }

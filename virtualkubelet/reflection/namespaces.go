@@ -33,6 +33,17 @@ func (n *namespaces) local(twin string) string {
 	return n.byTwin[twin]
 }
 
+// locals lists the local namespaces with a Ready twin namespace.
+func (n *namespaces) locals() []string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make([]string, 0, len(n.byLocal))
+	for l := range n.byLocal {
+		out = append(out, l)
+	}
+	return out
+}
+
 // twins lists the Ready twin namespaces.
 func (n *namespaces) twins() []string {
 	n.mu.RLock()

@@ -38,6 +38,9 @@ type Config struct {
 	// RemapIP translates local pod IPs into the addresses the provider
 	// reaches them at (the network fabric's); identity when nil.
 	RemapIP func(ip string) string
+	// AddressesChanged signals that RemapIP now answers differently: every
+	// EndpointSlice is reflected again.
+	AddressesChanged <-chan struct{}
 	// Options tune the reflection.
 	Options Options
 	// NodePods, when set, is the informer factory of the node's pods
@@ -290,6 +293,21 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	})
+	if eps := reflectors[EndpointSlices]; eps != nil && cfg.AddressesChanged != nil {
+		wg.Go(func() {
+			for {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-cfg.AddressesChanged:
+					logger.Info("Network mapping changed; reflecting every EndpointSlice again")
+					for _, local := range ns.locals() {
+						eps.enqueueNamespace(local)
+					}
+				}
+			}
+		})
+	}
 	for _, r := range reflectors {
 		wg.Go(func() { r.run(runCtx) })
 	}

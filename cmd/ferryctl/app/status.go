@@ -24,7 +24,7 @@ func newStatusCommand() *cobra.Command {
 	var kubeconfig, context string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show this cluster's peers (role, API server health, grant, virtual node, age) and where the data of ferry's claims lives",
+		Short: "Show this cluster's peers (role, API server health, grant, virtual node, age), the network fabric's CIDRs and remaps, and where the data of ferry's claims lives",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig("--kubeconfig", kubeconfig, context)
@@ -58,6 +58,9 @@ func newStatusCommand() *cobra.Command {
 			if err := w.Flush(); err != nil {
 				return err
 			}
+			if err := printNetwork(cmd, c, fcs.Items); err != nil {
+				return err
+			}
 			var pvs corev1.PersistentVolumeList
 			if err := c.List(cmd.Context(), &pvs); apierrors.IsForbidden(err) {
 				fmt.Fprintf(cmd.OutOrStdout(), "\nwhere claims' data lives is not shown: %v\n", err)
@@ -81,6 +84,77 @@ func newStatusCommand() *cobra.Command {
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVar(&context, "context", "", "context in the kubeconfig (default: the current one)")
 	return cmd
+}
+
+// printNetwork shows the network fabric's view: this cluster's networks,
+// then per peer where its pods appear here and where this cluster's appear
+// there.
+func printNetwork(cmd *cobra.Command, c client.Client, fcs []ferryv1alpha1.ForeignCluster) error {
+	out := cmd.OutOrStdout()
+	var ncs ferryv1alpha1.NetworkConfigList
+	if err := c.List(cmd.Context(), &ncs); apierrors.IsForbidden(err) {
+		fmt.Fprintf(out, "\nthe network fabric is not shown: %v\n", err)
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("list NetworkConfigs: %w", err)
+	}
+	local, peers := networkRows(ncs.Items, fcs)
+	if local == nil && len(peers) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	if local != nil {
+		fmt.Fprintf(out, "this cluster: pod CIDR %s, service CIDR %s, external CIDR %s\n", local[0], local[1], local[2])
+	}
+	if len(peers) == 0 {
+		return nil
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PEER\tPOD CIDR\tSEEN HERE AS\tTHIS CLUSTER THERE\tAPI SERVER THERE\tNETWORK")
+	for _, r := range peers {
+		fmt.Fprintln(w, strings.Join(r, "\t"))
+	}
+	return w.Flush()
+}
+
+// networkRows is this cluster's pod, service and external CIDRs (nil when
+// its NetworkConfig does not exist), and one row per peer NetworkConfig:
+// peer, its pod CIDR, where its pods appear here, where this cluster's pods
+// and API server appear there (known on a provider's NetworkConfig only),
+// and the ForeignCluster's NetworkReady.
+func networkRows(ncs []ferryv1alpha1.NetworkConfig, fcs []ferryv1alpha1.ForeignCluster) ([]string, [][]string) {
+	var local []string
+	var rows [][]string
+	for _, nc := range ncs {
+		switch nc.Labels[ferryv1alpha1.LabelNetworkConfig] {
+		case ferryv1alpha1.NetworkConfigLocal:
+			if nc.Namespace == ferryv1alpha1.SystemNamespace {
+				local = []string{orDash(nc.Spec.PodCIDR), orDash(nc.Spec.ServiceCIDR), orDash(nc.Spec.ExternalCIDR)}
+			}
+		case ferryv1alpha1.NetworkConfigPeer:
+			seen := orDash(nc.Status.RemappedPodCIDR)
+			if c := meta.FindStatusCondition(nc.Status.Conditions, ferryv1alpha1.NetworkConfigRemapped); c != nil && c.Status != "True" {
+				seen = "not mapped (" + c.Reason + ")"
+			}
+			network := "-"
+			for i := range fcs {
+				if fcs[i].Spec.ClusterID == nc.Spec.ClusterID {
+					network = conditionStatus(&fcs[i], ferryv1alpha1.ForeignClusterNetworkReady)
+				}
+			}
+			rows = append(rows, []string{string(nc.Spec.ClusterID), nc.Spec.PodCIDR, seen, orDash(nc.Status.PodCIDRAtPeer), orDash(nc.Status.APIServerAddressAtPeer), network})
+		}
+	}
+	slices.SortFunc(rows, func(a, b []string) int {
+		if c := strings.Compare(a[0], b[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(fmt.Sprint(a[3] == "-"), fmt.Sprint(b[3] == "-"))
+	})
+	// A peer both consumer and provider has two NetworkConfigs: keep the
+	// one that knows this cluster's place there.
+	rows = slices.CompactFunc(rows, func(a, b []string) bool { return a[0] == b[0] })
+	return local, rows
 }
 
 func conditionStatus(fc *ferryv1alpha1.ForeignCluster, t string) string {

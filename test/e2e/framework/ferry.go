@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/controllermanager"
+	fabricctrl "github.com/ferry-io/ferry/controllers/fabric"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/test/testbed"
 	vknode "github.com/ferry-io/ferry/virtualkubelet/node"
@@ -42,6 +44,9 @@ type Ferry struct {
 	// Processes runs the virtual kubelets when they are real processes
 	// (FerryOptions.VirtualKubeletBinary), so a spec can kill one.
 	Processes *peering.ProcessLauncher
+
+	name string
+	stop func() <-chan struct{}
 }
 
 // FerryOptions tune the in-process control plane; zero values get values
@@ -52,6 +57,9 @@ type FerryOptions struct {
 	Health            vknode.Options
 	// ClusterLabels are the cluster's labels suggested to its consumers.
 	ClusterLabels map[string]string
+	// Network configures the network fabric; its PodCIDR defaults to the
+	// test cluster's (the service CIDR is read from the API server).
+	Network fabricctrl.Options
 	// VirtualKubeletBinary, when set, runs virtual kubelets as processes
 	// of this binary (see BuildVirtualKubelet) instead of in-process.
 	VirtualKubeletBinary string
@@ -67,6 +75,9 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 	if opts.GrantDebounce == 0 {
 		opts.GrantDebounce = 300 * time.Millisecond
 	}
+	if opts.Network.PodCIDR == "" {
+		opts.Network.PodCIDR = c.PodCIDR()
+	}
 	f := &Ferry{ClusterID: id}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -79,6 +90,7 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 		f.VirtualKubeletStarts.Add(1)
 		o := opts.Health
 		o.VirtualNodeNamespace, o.VirtualNodeName = vn.Namespace, vn.Name
+		o.DisableNetwork = opts.Network.Disabled
 		if o.KubeletAddress == "" {
 			o.KubeletAddress = "127.0.0.1:0" // several virtual kubelets, one host
 		}
@@ -92,12 +104,15 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 				"--health-check-period=" + h.HealthCheckPeriod.String(), "--health-check-timeout=" + h.HealthCheckTimeout.String(),
 				fmt.Sprintf("--health-check-failure-threshold=%d", h.FailureThreshold), "-v=2",
 			}}
+		if opts.Network.Disabled {
+			f.Processes.ExtraArgs = append(f.Processes.ExtraArgs, "--disable-network")
+		}
 		launcher = f.Processes
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	mgr, err := controllermanager.New(runCtx, cfg, controllermanager.Options{
 		ClusterID: id, SharingPercentage: opts.SharingPercentage, GrantDebounce: opts.GrantDebounce, ClusterLabels: opts.ClusterLabels,
-		Launcher: launcher, MetricsAddr: "0", HealthAddr: "0", SeveralPerProcess: true,
+		Launcher: launcher, Network: opts.Network, MetricsAddr: "0", HealthAddr: "0", SeveralPerProcess: true,
 		Now: func() time.Time { return time.Now().Add(time.Duration(f.ClockOffset.Load())) },
 	})
 	Expect(err).NotTo(HaveOccurred(), "start ferry in %s", c.Name)
@@ -107,27 +122,47 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 		defer close(done)
 		Expect(mgr.Start(runCtx)).To(Succeed())
 	}()
-	DeferCleanup(func(ctx SpecContext) {
-		cancel()
-		stopped := make(chan struct{})
-		go func() {
-			defer close(stopped)
-			<-done
-			funcs.StopAll()
-			if f.Processes != nil {
-				f.Processes.StopAll(context.Background())
-			}
-		}()
-		select {
-		case <-stopped:
-		case <-ctx.Done():
-			// A component that ignores its cancelled context would hang the
-			// suite until go test's timeout, which shows little; fail here
-			// with the stacks of ferry's goroutines instead.
-			Fail(fmt.Sprintf("ferry in %s did not stop within %s; ferry's goroutines:\n%s", c.Name, stopTimeout, ferryGoroutines()))
-		}
-	}, NodeTimeout(stopTimeout))
+	var once sync.Once
+	var stopped = make(chan struct{})
+	f.stop = func() <-chan struct{} {
+		once.Do(func() {
+			cancel()
+			go func() {
+				defer close(stopped)
+				<-done
+				funcs.StopAll()
+				if f.Processes != nil {
+					f.Processes.StopAll(context.Background())
+				}
+			}()
+		})
+		return stopped
+	}
+	f.name = c.Name
+	DeferCleanup(func(ctx SpecContext) { f.waitStopped(ctx) }, NodeTimeout(stopTimeout))
 	return f
+}
+
+// Stop ends the controller manager and its virtual kubelets, as a process
+// exit would (specs restart ferry with StartFerry again); the end of the
+// node stops it anyway.
+func (f *Ferry) Stop(ctx context.Context) {
+	GinkgoHelper()
+	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	f.waitStopped(ctx)
+}
+
+func (f *Ferry) waitStopped(ctx context.Context) {
+	GinkgoHelper()
+	select {
+	case <-f.stop():
+	case <-ctx.Done():
+		// A component that ignores its cancelled context would hang the
+		// suite until go test's timeout, which shows little; fail here
+		// with the stacks of ferry's goroutines instead.
+		Fail(fmt.Sprintf("ferry in %s did not stop within %s; ferry's goroutines:\n%s", f.name, stopTimeout, ferryGoroutines()))
+	}
 }
 
 // stopTimeout bounds how long ferry's in-process components may take to

@@ -25,6 +25,7 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/cmd/ferryctl/app"
 	"github.com/ferry-io/ferry/controllers/controllermanager"
+	fabricctrl "github.com/ferry-io/ferry/controllers/fabric"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/test/testbed"
 )
@@ -115,7 +116,7 @@ func startFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	mgr, err := controllermanager.New(runCtx, rest.CopyConfig(c.Config), controllermanager.Options{
 		ClusterID: id, SharingPercentage: 90, GrantDebounce: 2 * time.Second, Launcher: launcher,
-		MetricsAddr: "0", HealthAddr: "0", SeveralPerProcess: true,
+		Network: fabricctrl.Options{PodCIDR: c.PodCIDR()}, MetricsAddr: "0", HealthAddr: "0", SeveralPerProcess: true,
 	})
 	if err != nil {
 		cancel()

@@ -1,0 +1,42 @@
+package app
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+func TestNetworkRowsShowCIDRsAndRemaps(t *testing.T) {
+	nc := func(ns, name, role string, spec ferryv1alpha1.NetworkConfigSpec, status ferryv1alpha1.NetworkConfigStatus) ferryv1alpha1.NetworkConfig {
+		return ferryv1alpha1.NetworkConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{ferryv1alpha1.LabelNetworkConfig: role}},
+			Spec: spec, Status: status}
+	}
+	remapped := []metav1.Condition{{Type: ferryv1alpha1.NetworkConfigRemapped, Status: metav1.ConditionTrue, Reason: "Remapped"}}
+	ncs := []ferryv1alpha1.NetworkConfig{
+		nc("ferry-system", "home", "local", ferryv1alpha1.NetworkConfigSpec{ClusterID: "home", PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", ExternalCIDR: "10.64.0.0/16"}, ferryv1alpha1.NetworkConfigStatus{}),
+		nc("ferry-system", "us", "peer", ferryv1alpha1.NetworkConfigSpec{ClusterID: "us", PodCIDR: "10.244.0.0/16"},
+			ferryv1alpha1.NetworkConfigStatus{Conditions: []metav1.Condition{{Type: ferryv1alpha1.NetworkConfigRemapped, Status: metav1.ConditionFalse, Reason: "PoolExhausted"}}}),
+		// eu is consumer and provider: its tenant copy knows less.
+		nc("ferry-tenant-eu", "eu", "peer", ferryv1alpha1.NetworkConfigSpec{ClusterID: "eu", PodCIDR: "10.244.0.0/16"},
+			ferryv1alpha1.NetworkConfigStatus{Conditions: remapped, RemappedPodCIDR: "10.65.0.0/16"}),
+		nc("ferry-system", "eu", "peer", ferryv1alpha1.NetworkConfigSpec{ClusterID: "eu", PodCIDR: "10.244.0.0/16"},
+			ferryv1alpha1.NetworkConfigStatus{Conditions: remapped, RemappedPodCIDR: "10.65.0.0/16", PodCIDRAtPeer: "10.66.0.0/16", APIServerAddressAtPeer: "10.67.0.0"}),
+		nc("ferry-tenant-eu", "home", "published", ferryv1alpha1.NetworkConfigSpec{ClusterID: "home", PodCIDR: "10.244.0.0/16"}, ferryv1alpha1.NetworkConfigStatus{}),
+	}
+	fcs := []ferryv1alpha1.ForeignCluster{{Spec: ferryv1alpha1.ForeignClusterSpec{ClusterID: "eu"},
+		Status: ferryv1alpha1.ForeignClusterStatus{Conditions: []metav1.Condition{{Type: ferryv1alpha1.ForeignClusterNetworkReady, Status: metav1.ConditionFalse, Reason: "TunnelNotBuilt"}}}}}
+	local, rows := networkRows(ncs, fcs)
+	if want := []string{"10.244.0.0/16", "10.96.0.0/12", "10.64.0.0/16"}; !equality.Semantic.DeepEqual(local, want) {
+		t.Errorf("local = %v, want %v", local, want)
+	}
+	want := [][]string{
+		{"eu", "10.244.0.0/16", "10.65.0.0/16", "10.66.0.0/16", "10.67.0.0", "NotReady (TunnelNotBuilt)"},
+		{"us", "10.244.0.0/16", "not mapped (PoolExhausted)", "-", "-", "-"},
+	}
+	if !equality.Semantic.DeepEqual(rows, want) {
+		t.Errorf("rows =\n%v\nwant\n%v", rows, want)
+	}
+}
