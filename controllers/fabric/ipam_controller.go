@@ -91,7 +91,7 @@ func (r *IPAMReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ln := localNetwork{podCIDR: d.podCIDR, serviceCIDR: d.serviceCIDR, nodeIPs: d.nodeIPs, reserved: r.settings.reserved}
+	ln := localNetwork{clusterID: r.ClusterID, podCIDR: d.podCIDR, serviceCIDR: d.serviceCIDR, nodeIPs: d.nodeIPs, reserved: r.settings.reserved}
 	res, planErr := plan(st.holders, ln, peers, r.settings.pool)
 	if planErr == nil {
 		if err := saveAllocations(ctx, r.Client, st, res.holders); err != nil {

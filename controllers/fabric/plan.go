@@ -3,6 +3,7 @@ package fabric
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"slices"
 	"strings"
@@ -31,6 +32,9 @@ type namedRange struct {
 
 // localNetwork is what this cluster knows of its own network.
 type localNetwork struct {
+	// clusterID spreads the external CIDRs of clusters sharing a pool (see
+	// preferredExternal); "" takes the pool's first free range.
+	clusterID   ferryv1alpha1.ClusterID
 	podCIDR     netip.Prefix
 	serviceCIDR netip.Prefix // invalid when unknown
 	nodeIPs     []netip.Addr
@@ -148,7 +152,12 @@ func plan(stored map[string]netip.Prefix, local localNetwork, peers []peerNetwor
 	}
 
 	if _, ok := a.Held(keyExternal); !ok {
-		if _, err := a.Allocate(keyExternal, local.podCIDR.Bits()); err != nil {
+		var err error
+		preferred, ok := preferredExternal(local.clusterID, pool, local.podCIDR.Bits())
+		if !ok || a.Take(keyExternal, preferred) != nil {
+			_, err = a.Allocate(keyExternal, local.podCIDR.Bits())
+		}
+		if err != nil {
 			res.externalErr = fmt.Errorf("external CIDR (a /%d like the pod CIDR): %w", local.podCIDR.Bits(), err)
 		}
 	}
@@ -204,6 +213,32 @@ func plan(stored map[string]netip.Prefix, local localNetwork, peers []peerNetwor
 	}
 	res.holders = a.Allocations()
 	return res, nil
+}
+
+// preferredExternal is where this cluster's external CIDR goes when that is
+// free: a block of the first pool entry that holds one, picked by a hash of
+// the cluster ID. Clusters sharing the default pool then rarely pick the
+// same external CIDR, so a peer can usually see a cluster's pods at it
+// (rather than at a second remap), which keeps the data plane to one
+// translation. IPv4 only; ok is false without a cluster ID.
+func preferredExternal(id ferryv1alpha1.ClusterID, pool []netip.Prefix, bits int) (netip.Prefix, bool) {
+	if id == "" {
+		return netip.Prefix{}, false
+	}
+	for _, q := range pool {
+		if !q.Addr().Is4() || bits < q.Bits() || bits > 32 {
+			continue
+		}
+		blocks := uint64(1) << min(bits-q.Bits(), 32)
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(id))
+		idx := uint64(h.Sum32()) % blocks
+		base := q.Addr().As4()
+		n := uint64(base[0])<<24 | uint64(base[1])<<16 | uint64(base[2])<<8 | uint64(base[3])
+		n += idx << (32 - bits)
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), bits), true
+	}
+	return netip.Prefix{}, false
 }
 
 // describe says why a peer's pods appear at got.

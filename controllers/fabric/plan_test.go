@@ -160,3 +160,132 @@ func TestCovering(t *testing.T) {
 		t.Errorf("covering = %s", got)
 	}
 }
+
+// FuzzPlan maps random peers against random local networks and checks the
+// IPAM's promises: no two holders overlap, none overlaps a local range,
+// every peer is mapped to a range of its own size, a restart (the stored
+// table fed back) changes nothing, and removing peers releases exactly
+// their entries.
+func FuzzPlan(f *testing.F) {
+	f.Add([]byte{10, 244, 16, 10, 96, 12, 3, 10, 244, 16, 10, 244, 16, 172, 20, 16}, uint8(11))
+	f.Add([]byte{10, 64, 16, 10, 65, 16, 4, 10, 64, 16, 10, 66, 24, 10, 64, 8, 10, 70, 32}, uint8(12))
+	f.Fuzz(func(t *testing.T, b []byte, poolBits uint8) {
+		next := func() (netip.Prefix, bool) {
+			if len(b) < 3 {
+				return netip.Prefix{}, false
+			}
+			bits := 8 + int(b[2])%25 // /8 to /32
+			p := netip.PrefixFrom(netip.AddrFrom4([4]byte{b[0], b[1], 0, 0}), bits).Masked()
+			b = b[3:]
+			return p, true
+		}
+		pods, ok1 := next()
+		services, ok2 := next()
+		if !ok1 || !ok2 || len(b) < 1 {
+			return
+		}
+		n := int(b[0]) % 6
+		b = b[1:]
+		local := localNetwork{podCIDR: pods, serviceCIDR: services}
+		var peers []peerNetwork
+		for i := range n {
+			p, ok := next()
+			if !ok {
+				break
+			}
+			peers = append(peers, peerNetwork{id: ferryv1alpha1.ClusterID(string(rune('a' + i))), podCIDR: p,
+				apiServer: netip.AddrFrom4([4]byte{10, 96, 0, byte(i)})})
+		}
+		pool := []netip.Prefix{netip.PrefixFrom(netip.MustParseAddr("10.64.0.0"), 8+int(poolBits)%8).Masked()}
+		res, err := plan(nil, local, peers, pool)
+		if err != nil {
+			return // the pool overlaps a local range: refused as a whole
+		}
+		check := func(res planResult) {
+			keys := make([]string, 0, len(res.holders))
+			for k := range res.holders {
+				keys = append(keys, k)
+			}
+			for i, k := range keys {
+				for _, r := range local.ranges() {
+					if res.holders[k].Overlaps(r.prefix) {
+						t.Fatalf("%s = %s overlaps %s %s", k, res.holders[k], r.name, r.prefix)
+					}
+				}
+				for _, k2 := range keys[i+1:] {
+					if res.holders[k].Overlaps(res.holders[k2]) {
+						t.Fatalf("%s = %s overlaps %s = %s", k, res.holders[k], k2, res.holders[k2])
+					}
+				}
+			}
+			for id, m := range res.peers {
+				if m.err == nil && m.podCIDR.Bits() != peersByID(peers)[id].podCIDR.Bits() {
+					t.Fatalf("peer %s: %s mapped to %s", id, peersByID(peers)[id].podCIDR, m.podCIDR)
+				}
+			}
+		}
+		check(res)
+		again, err := plan(res.holders, local, peers, pool)
+		if err != nil || !equalHolders(again.holders, res.holders) {
+			t.Fatalf("restart changed %v into %v (%v)", res.holders, again.holders, err)
+		}
+		if len(peers) == 0 {
+			return
+		}
+		kept := peers[:len(peers)/2]
+		less, _ := plan(res.holders, local, kept, pool)
+		check(less)
+		for k, p := range less.holders {
+			if held, ok := res.holders[k]; ok && held != p {
+				t.Fatalf("removing peers moved %s from %s to %s", k, held, p)
+			}
+			// Only what the full pool could not hold may appear.
+			id := ferryv1alpha1.ClusterID(strings.TrimPrefix(strings.TrimPrefix(k, keyPodsPrefix), keyAPIServerPref))
+			if _, ok := res.holders[k]; !ok && res.peers[id].err == nil {
+				t.Fatalf("removing peers added %s = %s", k, p)
+			}
+		}
+		for _, gone := range peers[len(peers)/2:] {
+			if _, ok := less.holders[podsKey(gone.id)]; ok {
+				t.Fatalf("peer %s removed but its range is still held", gone.id)
+			}
+		}
+	})
+}
+
+func peersByID(ps []peerNetwork) map[ferryv1alpha1.ClusterID]peerNetwork {
+	out := map[ferryv1alpha1.ClusterID]peerNetwork{}
+	for _, p := range ps {
+		out[p.id] = p
+	}
+	return out
+}
+
+func TestPlanSpreadsExternalCIDRsByClusterID(t *testing.T) {
+	external := map[ferryv1alpha1.ClusterID]netip.Prefix{}
+	for _, id := range []ferryv1alpha1.ClusterID{"consumer", "eu", "us", "provider"} {
+		l := testLocal
+		l.clusterID = id
+		res, err := plan(nil, l, nil, testPool)
+		if err != nil || res.externalErr != nil {
+			t.Fatal(err, res.externalErr)
+		}
+		if !testPool[0].Contains(res.external.Addr()) || res.external.Bits() != 16 {
+			t.Fatalf("%s: external %s", id, res.external)
+		}
+		external[id] = res.external
+		// Taken already: the next free block.
+		stored := map[string]netip.Prefix{"pods/x": res.external}
+		busy, _ := plan(stored, l, []peerNetwork{peer("x", res.external.String(), "", "")}, testPool)
+		if busy.external == res.external || !busy.external.IsValid() {
+			t.Fatalf("%s: external %s while a peer holds it", id, busy.external)
+		}
+	}
+	seen := map[netip.Prefix]bool{}
+	for _, p := range external {
+		seen[p] = true
+	}
+	if len(seen) < 3 {
+		t.Errorf("four cluster IDs share %d external CIDRs: %v", len(seen), external)
+	}
+}
