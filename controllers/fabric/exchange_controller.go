@@ -12,10 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -84,7 +87,7 @@ func (r *ExchangeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if r.Disabled {
 		ready.Reason = "NetworkingDisabled"
 		ready.Message = "ferry's network fabric is disabled (--disable-network): pod addresses pass unchanged, so the clusters' networks must already reach each other"
-		return ctrl.Result{}, r.setReady(ctx, &fc, ready)
+		return afterReady(ctrl.Result{}, r.setReady(ctx, &fc, ready))
 	}
 	var local ferryv1alpha1.NetworkConfig
 	if err := r.Get(ctx, types.NamespacedName{Namespace: ferryv1alpha1.SystemNamespace, Name: string(r.ClusterID)}, &local); err != nil {
@@ -93,7 +96,7 @@ func (r *ExchangeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		ready.Reason = "LocalNetworkUnknown"
 		ready.Message = fmt.Sprintf("this cluster's NetworkConfig %s/%s does not exist yet: its pod CIDR is unknown until set with --pod-cidr or detected from the nodes' spec.podCIDRs", ferryv1alpha1.SystemNamespace, r.ClusterID)
-		return ctrl.Result{RequeueAfter: pollPending}, r.setReady(ctx, &fc, ready)
+		return afterReady(ctrl.Result{RequeueAfter: pollPending}, r.setReady(ctx, &fc, ready))
 	}
 
 	var parts []string
@@ -109,7 +112,7 @@ func (r *ExchangeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		msg, done, err := r.exchangeWithProvider(ctx, &fc, &local)
 		if err != nil {
 			ready.Reason, ready.Message = "ExchangeFailed", err.Error()
-			if serr := r.setReady(ctx, &fc, ready); serr != nil {
+			if serr := r.setReady(ctx, &fc, ready); serr != nil && !apierrors.IsConflict(serr) {
 				return ctrl.Result{}, serr
 			}
 			return ctrl.Result{}, err
@@ -123,13 +126,20 @@ func (r *ExchangeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		parts = append(parts, "the gateway that carries packets between the clusters is not built yet (network fabric part 2)")
 	}
 	ready.Message = strings.Join(parts, "; ")
-	if err := r.setReady(ctx, &fc, ready); err != nil {
-		return ctrl.Result{}, err
-	}
 	if pending {
-		return ctrl.Result{RequeueAfter: pollPending}, nil
+		return afterReady(ctrl.Result{RequeueAfter: pollPending}, r.setReady(ctx, &fc, ready))
 	}
-	return ctrl.Result{RequeueAfter: pollSettled}, nil
+	return afterReady(ctrl.Result{RequeueAfter: pollSettled}, r.setReady(ctx, &fc, ready))
+}
+
+// afterReady is the result of a reconcile that ended writing NetworkReady:
+// a conflict (another controller wrote the status first) is retried soon,
+// since status changes do not wake this controller.
+func afterReady(res ctrl.Result, err error) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
+	return res, err
 }
 
 // publish puts this cluster's network into a consumer's tenant namespace,
@@ -263,9 +273,6 @@ func (r *ExchangeReconciler) setReady(ctx context.Context, fc *ferryv1alpha1.For
 	fc = fc.DeepCopy()
 	fc.Status = *status
 	if err := r.Status().Update(ctx, fc); err != nil {
-		if apierrors.IsConflict(err) {
-			return nil // requeued by the update that won
-		}
 		return fmt.Errorf("update NetworkReady of %s: %w", fc.Name, err)
 	}
 	return nil
@@ -276,10 +283,20 @@ func (r *ExchangeReconciler) setReady(ctx context.Context, fc *ferryv1alpha1.For
 func (r *ExchangeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("network-exchange").
-		For(&ferryv1alpha1.ForeignCluster{}).
+		// Not on status changes (health, grants): they would make every
+		// one a round trip to the provider. Polling covers the provider's side.
+		For(&ferryv1alpha1.ForeignCluster{}, builder.WithPredicates(specOrDeletionChanged)).
 		Watches(&ferryv1alpha1.NetworkConfig{}, handler.EnqueueRequestsFromMapFunc(r.peersOf)).
 		Complete(r)
 }
+
+// specOrDeletionChanged passes a ForeignCluster's creation, deletion, spec
+// changes (its generation) and the start of its deletion.
+var specOrDeletionChanged = predicate.Or(predicate.GenerationChangedPredicate{}, predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+	},
+})
 
 // peersOf maps a NetworkConfig to the ForeignClusters it concerns: this
 // cluster's own to all of them, a peer's to that peer's.

@@ -326,7 +326,8 @@ func (r *IPAMReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("ipam").
 		WatchesRawSource(startNow()).
 		Watches(&ferryv1alpha1.NetworkConfig{}, all).
-		Watches(&ferryv1alpha1.ForeignCluster{}, all).
+		// Which tenant namespaces count depends on specs, not statuses.
+		Watches(&ferryv1alpha1.ForeignCluster{}, all, builder.WithPredicates(specOrDeletionChanged)).
 		Watches(&corev1.Node{}, all, builder.WithPredicates(nodeChanged)).
 		Complete(r)
 }
