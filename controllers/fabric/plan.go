@@ -158,7 +158,7 @@ func plan(stored map[string]netip.Prefix, local localNetwork, peers []peerNetwor
 			_, err = a.Allocate(keyExternal, local.podCIDR.Bits())
 		}
 		if err != nil {
-			res.externalErr = fmt.Errorf("external CIDR (a /%d like the pod CIDR): %w", local.podCIDR.Bits(), err)
+			res.externalErr = fmt.Errorf("external CIDR (a /%d like the pod CIDR) from --ipam-pool: %w", local.podCIDR.Bits(), err)
 		}
 	}
 	res.external, _ = a.Held(keyExternal)
@@ -185,7 +185,7 @@ func plan(stored map[string]netip.Prefix, local localNetwork, peers []peerNetwor
 			} else if got, err := a.Allocate(key, peer.podCIDR.Bits()); err == nil {
 				m.podCIDR = got
 			} else {
-				m.err = fmt.Errorf("the peer's pod CIDR %s overlaps a network of this cluster (%v) and no range of its size is free: %w", peer.podCIDR, overlap, err)
+				m.err = fmt.Errorf("the peer's pod CIDR %s overlaps a network of this cluster (%v) and --ipam-pool has no free range of its size: %w", peer.podCIDR, overlap, err)
 			}
 		}
 		if m.err == nil {
@@ -207,7 +207,7 @@ func plan(stored map[string]netip.Prefix, local localNetwork, peers []peerNetwor
 		} else if got, err := a.Allocate(key, peer.apiServer.BitLen()); err == nil {
 			m.apiServer = got.Addr()
 		} else if m.err == nil {
-			m.err = fmt.Errorf("the peer's API server address %s overlaps a network of this cluster and no address is free: %w", peer.apiServer, err)
+			m.err = fmt.Errorf("the peer's API server address %s overlaps a network of this cluster and --ipam-pool has no free address: %w", peer.apiServer, err)
 		}
 		res.peers[id] = m
 	}

@@ -129,7 +129,7 @@ func TestPlanErrorsNameTheField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := res.peers["eu"]; !errors.Is(m.err, ipam.ErrPoolExhausted) || !strings.Contains(m.err.Error(), "10.244.0.0/16") {
+	if m := res.peers["eu"]; !errors.Is(m.err, ipam.ErrPoolExhausted) || !strings.Contains(m.err.Error(), "10.244.0.0/16") || !strings.Contains(m.err.Error(), "--ipam-pool") {
 		t.Errorf("exhausted pool: %v", m.err)
 	}
 }
