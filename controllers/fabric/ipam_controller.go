@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -100,7 +101,7 @@ func (r *IPAMReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 			}
 			return ctrl.Result{}, err
 		}
-		if !equalHolders(st.holders, res.holders) {
+		if !maps.Equal(st.holders, res.holders) {
 			logger.Info("IPAM allocations changed", "allocations", res.holders)
 		}
 	}

@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"strings"
 	"testing"
@@ -226,7 +227,7 @@ func FuzzPlan(f *testing.F) {
 		}
 		check(res)
 		again, err := plan(res.holders, local, peers, pool)
-		if err != nil || !equalHolders(again.holders, res.holders) {
+		if err != nil || !maps.Equal(again.holders, res.holders) {
 			t.Fatalf("restart changed %v into %v (%v)", res.holders, again.holders, err)
 		}
 		if len(peers) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,7 +60,7 @@ func loadAllocations(ctx context.Context, r client.Reader) (stored, error) {
 // saveAllocations writes holders if they differ from what was read. A
 // conflict (someone wrote in between) is returned; the caller starts over.
 func saveAllocations(ctx context.Context, c client.Client, s stored, holders map[string]netip.Prefix) error {
-	if equalHolders(s.holders, holders) && s.cm != nil {
+	if maps.Equal(s.holders, holders) && s.cm != nil {
 		return nil
 	}
 	table := make(map[string]string, len(holders))
@@ -90,16 +91,4 @@ func saveAllocations(ctx context.Context, c client.Client, s stored, holders map
 		return fmt.Errorf("update ConfigMap %s/%s: %w", ferryv1alpha1.SystemNamespace, IPAMConfigMap, err)
 	}
 	return nil
-}
-
-func equalHolders(a, b map[string]netip.Prefix) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }

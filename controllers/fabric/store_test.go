@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"testing"
 
@@ -29,7 +30,7 @@ func TestSaveAllocationsIsOptimistic(t *testing.T) {
 	}
 	a, _ := loadAllocations(ctx, c)
 	b, _ := loadAllocations(ctx, c)
-	if !equalHolders(a.holders, first) {
+	if !maps.Equal(a.holders, first) {
 		t.Fatalf("read back %v, want %v", a.holders, first)
 	}
 	withUS := map[string]netip.Prefix{"pods/eu": first["pods/eu"], "pods/us": netip.MustParsePrefix("10.66.0.0/16")}
@@ -40,7 +41,7 @@ func TestSaveAllocationsIsOptimistic(t *testing.T) {
 		t.Fatalf("stale writer: %v, want a conflict", err)
 	}
 	got, _ := loadAllocations(ctx, c)
-	if !equalHolders(got.holders, withUS) {
+	if !maps.Equal(got.holders, withUS) {
 		t.Fatalf("table %v, want %v", got.holders, withUS)
 	}
 	// Nothing changed: no write.

@@ -1,6 +1,8 @@
 package reflection
 
 import (
+	"maps"
+	"slices"
 	"sync"
 
 	"k8s.io/client-go/tools/cache"
@@ -37,22 +39,14 @@ func (n *namespaces) local(twin string) string {
 func (n *namespaces) locals() []string {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	out := make([]string, 0, len(n.byLocal))
-	for l := range n.byLocal {
-		out = append(out, l)
-	}
-	return out
+	return slices.Collect(maps.Keys(n.byLocal))
 }
 
 // twins lists the Ready twin namespaces.
 func (n *namespaces) twins() []string {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	out := make([]string, 0, len(n.byTwin))
-	for t := range n.byTwin {
-		out = append(out, t)
-	}
-	return out
+	return slices.Collect(maps.Keys(n.byTwin))
 }
 
 // change is one local namespace whose twin appeared or went away.
