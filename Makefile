@@ -55,6 +55,7 @@ generate: ## Regenerate deepcopy code, CRD manifests (api/) and RBAC roles (cont
 	$(GO) tool controller-gen rbac:roleName=ferry-controller-manager paths="{./controllers/...,./storage/...}" output:rbac:artifacts:config=manifests/rbac/controller-manager
 	$(GO) tool controller-gen rbac:roleName=ferry-virtual-kubelet paths=./virtualkubelet/... output:rbac:artifacts:config=manifests/rbac/virtual-kubelet
 	$(GO) tool controller-gen rbac:roleName=ferry-webhook paths=./webhooks/... output:rbac:artifacts:config=manifests/rbac/webhook
+	$(GO) tool controller-gen rbac:roleName=ferry-gateway paths=./fabric/gateway/... output:rbac:artifacts:config=manifests/rbac/gateway
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files differ from what `make generate` writes.
@@ -86,6 +87,10 @@ test-e2e: testbed ## End-to-end suites on real clusters; LABELS=<ginkgo label fi
 .PHONY: bench-testbed
 bench-testbed: testbed ## Start-up time and memory of test-bed clusters; ends with a RESULT line.
 	$(GO) test -run '^$$' -bench BenchmarkClusterStart -benchtime 5x ./test/testbed/
+
+.PHONY: bench-fabric
+bench-fabric: ## TCP throughput and latency pod to pod through ferry's gateways, VXLAN and NAT against bare wireguard-go, in network namespaces (root); ends with a RESULT line.
+	$(GO) test -run '^$$' -bench BenchmarkFabric -benchtime 1x ./fabric/gateway/
 
 .PHONY: bench-webhook
 bench-webhook: testbed ## Pod creation with and without ferry's pod webhooks, alternating (WEBHOOK_PODS=2000 CONCURRENCY=32); ends with a RESULT line.

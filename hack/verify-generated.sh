@@ -4,7 +4,7 @@
 # or vanished). The tree is left regenerated, ready to commit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-generated() { find api manifests/crds manifests/rbac/controller-manager manifests/rbac/virtual-kubelet manifests/rbac/webhook -type f \( -name 'zz_generated.*' -o -path 'manifests/crds/*' -o -path 'manifests/rbac/*/role.yaml' \) 2>/dev/null | sort; }
+generated() { find api manifests/crds manifests/rbac/controller-manager manifests/rbac/virtual-kubelet manifests/rbac/webhook manifests/rbac/gateway -type f \( -name 'zz_generated.*' -o -path 'manifests/crds/*' -o -path 'manifests/rbac/*/role.yaml' \) 2>/dev/null | sort; }
 snapshot() { for f in $(generated); do sha256sum "$f"; done; }
 before=$(snapshot)
 make --no-print-directory generate >/dev/null

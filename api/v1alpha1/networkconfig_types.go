@@ -62,6 +62,61 @@ type GatewayEndpoint struct {
 	// PublicKey is the gateway's WireGuard public key, base64 (44 characters).
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw480]=$`
 	PublicKey string `json:"publicKey"`
+
+	// PodAddress is the gateway pod's own IP in the cluster's pod CIDR: peers
+	// probe it through the tunnel to measure the round trip.
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="podAddress must be an IP address"
+	// +optional
+	PodAddress string `json:"podAddress,omitempty"`
+
+	// NextPublicKey is the key the gateway switches to at RotateAt. Peers
+	// switch to it at the same moment, so established flows pause for no
+	// longer than one handshake.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw480]=$`
+	// +optional
+	NextPublicKey string `json:"nextPublicKey,omitempty"`
+
+	// RotateAt is when the gateway replaces PublicKey by NextPublicKey.
+	// +optional
+	RotateAt *metav1.Time `json:"rotateAt,omitempty"`
+}
+
+// GatewayStatus is where this cluster's nodes reach its gateway.
+type GatewayStatus struct {
+	// OverlayAddress is the gateway pod's IP: the remote end of every node's
+	// VXLAN link to it.
+	OverlayAddress string `json:"overlayAddress"`
+
+	// VXLANPort is the UDP port of the gateway's VXLAN link.
+	VXLANPort int32 `json:"vxlanPort"`
+
+	// VNI is the VXLAN network identifier.
+	VNI int32 `json:"vni"`
+
+	// MTU is the MTU of routes toward peers: the tunnel's MTU, which
+	// already leaves room for the VXLAN and WireGuard headers.
+	MTU int32 `json:"mtu"`
+
+	// TunnelKind is "kernel" (WireGuard module) or "userspace" (wireguard-go).
+	// +optional
+	TunnelKind string `json:"tunnelKind,omitempty"`
+}
+
+// TunnelStatus is the state of the gateway's tunnel to one peer.
+type TunnelStatus struct {
+	// Endpoint is the peer gateway's UDP endpoint the tunnel uses.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// LastHandshakeTime is the tunnel's last completed WireGuard handshake.
+	// +optional
+	LastHandshakeTime *metav1.Time `json:"lastHandshakeTime,omitempty"`
+
+	// RoundTripTime is the last measured round trip to the peer's gateway
+	// pod through the tunnel.
+	// +optional
+	RoundTripTime *metav1.Duration `json:"roundTripTime,omitempty"`
 }
 
 // NetworkConfigSpec is what one peer says of its network.
@@ -133,6 +188,15 @@ type NetworkConfigStatus struct {
 	// +optional
 	APIServerAddressAtPeer string `json:"apiServerAddressAtPeer,omitempty"`
 
+	// Gateway is where this cluster's nodes reach its gateway (on the local
+	// NetworkConfig only), written by ferry-gateway.
+	// +optional
+	Gateway *GatewayStatus `json:"gateway,omitempty"`
+
+	// Tunnel is the gateway's tunnel to the peer, written by ferry-gateway.
+	// +optional
+	Tunnel *TunnelStatus `json:"tunnel,omitempty"`
+
 	// ObservedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -153,6 +217,8 @@ type NetworkConfigStatus struct {
 // +kubebuilder:printcolumn:name="At Peer",type=string,JSONPath=`.status.podCIDRAtPeer`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Remapped")].status`
 // +kubebuilder:printcolumn:name="Tunnel",type=string,JSONPath=`.status.conditions[?(@.type=="TunnelUp")].status`
+// +kubebuilder:printcolumn:name="RTT",type=string,JSONPath=`.status.tunnel.roundTripTime`,priority=1
+// +kubebuilder:printcolumn:name="Handshake",type=date,JSONPath=`.status.tunnel.lastHandshakeTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NetworkConfig struct {
 	metav1.TypeMeta   `json:",inline"`

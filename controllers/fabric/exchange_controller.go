@@ -100,16 +100,18 @@ func (r *ExchangeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 
 	var parts []string
+	var peerConfigs []*ferryv1alpha1.NetworkConfig
 	pending := false
 	if fc.Spec.IsConsumer() {
-		msg, done, err := r.publish(ctx, &fc, &local)
+		msg, nc, err := r.publish(ctx, &fc, &local)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		parts, pending = append(parts, msg), pending || !done
+		parts, pending = append(parts, msg), pending || nc == nil
+		peerConfigs = append(peerConfigs, nc)
 	}
 	if fc.Spec.IsProvider() {
-		msg, done, err := r.exchangeWithProvider(ctx, &fc, &local)
+		msg, nc, err := r.exchangeWithProvider(ctx, &fc, &local)
 		if err != nil {
 			ready.Reason, ready.Message = "ExchangeFailed", err.Error()
 			if serr := r.setReady(ctx, &fc, ready); serr != nil && !apierrors.IsConflict(serr) {
@@ -117,18 +119,33 @@ func (r *ExchangeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			}
 			return ctrl.Result{}, err
 		}
-		parts, pending = append(parts, msg), pending || !done
+		parts, pending = append(parts, msg), pending || nc == nil
+		peerConfigs = append(peerConfigs, nc)
 	}
 	if pending {
 		ready.Reason = "Remapping"
-	} else {
-		ready.Reason = "TunnelNotBuilt"
-		parts = append(parts, "the gateway that carries packets between the clusters is not built yet (network fabric part 2)")
-	}
-	ready.Message = strings.Join(parts, "; ")
-	if pending {
+		ready.Message = strings.Join(parts, "; ")
 		return afterReady(ctrl.Result{RequeueAfter: pollPending}, r.setReady(ctx, &fc, ready))
 	}
+	// Mapped both ways: ready once the gateway's tunnel to the peer is up
+	// (it writes TunnelUp on the peer's NetworkConfig, which wakes this).
+	ready.Status, ready.Reason = metav1.ConditionTrue, "TunnelUp"
+	for _, nc := range peerConfigs {
+		switch c := meta.FindStatusCondition(nc.Status.Conditions, ferryv1alpha1.NetworkConfigTunnelUp); {
+		case c == nil:
+			ready.Status, ready.Reason = metav1.ConditionFalse, "GatewayNotReporting"
+			parts = append(parts, fmt.Sprintf("no gateway reports a tunnel to %s yet: is ferry-gateway running in this cluster?", fc.Spec.ClusterID))
+		case c.Status != metav1.ConditionTrue:
+			ready.Status, ready.Reason = metav1.ConditionFalse, "TunnelDown"
+			parts = append(parts, fmt.Sprintf("tunnel to %s: %s", fc.Spec.ClusterID, c.Message))
+		default:
+			parts = append(parts, fmt.Sprintf("tunnel to %s: %s", fc.Spec.ClusterID, c.Message))
+		}
+		if ready.Status != metav1.ConditionTrue {
+			break
+		}
+	}
+	ready.Message = strings.Join(parts, "; ")
 	return afterReady(ctrl.Result{RequeueAfter: pollSettled}, r.setReady(ctx, &fc, ready))
 }
 
@@ -144,7 +161,8 @@ func afterReady(res ctrl.Result, err error) (ctrl.Result, error) {
 
 // publish puts this cluster's network into a consumer's tenant namespace,
 // and reports where this cluster maps the consumer.
-func (r *ExchangeReconciler) publish(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, local *ferryv1alpha1.NetworkConfig) (string, bool, error) {
+// The NetworkConfig returned is the consumer's, once this cluster mapped it.
+func (r *ExchangeReconciler) publish(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, local *ferryv1alpha1.NetworkConfig) (string, *ferryv1alpha1.NetworkConfig, error) {
 	ns := r.TenantNamespace(fc)
 	pub := &ferryv1alpha1.NetworkConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: string(r.ClusterID)}}
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, pub, func() error {
@@ -154,27 +172,36 @@ func (r *ExchangeReconciler) publish(ctx context.Context, fc *ferryv1alpha1.Fore
 	})
 	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 		// The tenant namespace is not there yet (or being deleted).
-		return fmt.Sprintf("waiting for tenant namespace %s", ns), false, nil
+		return fmt.Sprintf("waiting for tenant namespace %s", ns), nil, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("publish NetworkConfig in %s: %w", ns, err)
+		return "", nil, fmt.Errorf("publish NetworkConfig in %s: %w", ns, err)
 	}
 	var theirs ferryv1alpha1.NetworkConfig
 	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: string(fc.Spec.ClusterID)}, &theirs); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "the consumer has not sent its NetworkConfig yet", false, nil
+			return "the consumer has not sent its NetworkConfig yet", nil, nil
 		}
-		return "", false, err
+		return "", nil, err
 	}
-	return describeMapping("the consumer", &theirs)
+	msg, done := describeMapping("the consumer", &theirs)
+	if !done {
+		return msg, nil, nil
+	}
+	if theirs.Status.PodCIDRAtPeer == "" {
+		return msg + "; the consumer has not told where it maps this cluster's pods yet", nil, nil
+	}
+	return msg, &theirs, nil
 }
 
 // exchangeWithProvider sends this cluster's network to a provider, copies
-// the provider's, and records where the provider maps this cluster.
-func (r *ExchangeReconciler) exchangeWithProvider(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, local *ferryv1alpha1.NetworkConfig) (string, bool, error) {
+// the provider's, records where the provider maps this cluster, and tells
+// the provider where this cluster maps it. The NetworkConfig returned is
+// the provider's copy in ferry-system, once mapped both ways.
+func (r *ExchangeReconciler) exchangeWithProvider(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, local *ferryv1alpha1.NetworkConfig) (string, *ferryv1alpha1.NetworkConfig, error) {
 	remote, tenant, err := r.Providers.For(ctx, fc)
 	if err != nil {
-		return "", false, fmt.Errorf("reach provider %s: %w", fc.Spec.ClusterID, err)
+		return "", nil, fmt.Errorf("reach provider %s: %w", fc.Spec.ClusterID, err)
 	}
 	mine := &ferryv1alpha1.NetworkConfig{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: string(r.ClusterID)}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, remote, mine, func() error {
@@ -183,14 +210,14 @@ func (r *ExchangeReconciler) exchangeWithProvider(ctx context.Context, fc *ferry
 		mine.Spec = local.Spec
 		return nil
 	}); err != nil {
-		return "", false, fmt.Errorf("send NetworkConfig to provider %s (%s/%s): %w", fc.Spec.ClusterID, tenant, r.ClusterID, err)
+		return "", nil, fmt.Errorf("send NetworkConfig to provider %s (%s/%s): %w", fc.Spec.ClusterID, tenant, r.ClusterID, err)
 	}
 	var published ferryv1alpha1.NetworkConfig
 	if err := remote.Get(ctx, types.NamespacedName{Namespace: tenant, Name: string(fc.Spec.ClusterID)}, &published); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "the provider has not published its NetworkConfig yet", false, nil
+			return "the provider has not published its NetworkConfig yet", nil, nil
 		}
-		return "", false, fmt.Errorf("read provider %s's NetworkConfig: %w", fc.Spec.ClusterID, err)
+		return "", nil, fmt.Errorf("read provider %s's NetworkConfig: %w", fc.Spec.ClusterID, err)
 	}
 	copyNC := &ferryv1alpha1.NetworkConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ferryv1alpha1.SystemNamespace, Name: string(fc.Spec.ClusterID)}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, copyNC, func() error {
@@ -200,7 +227,7 @@ func (r *ExchangeReconciler) exchangeWithProvider(ctx context.Context, fc *ferry
 		// should this controller miss the unpeering.
 		return controllerutil.SetOwnerReference(fc, copyNC, r.Scheme())
 	}); err != nil {
-		return "", false, fmt.Errorf("copy provider %s's NetworkConfig: %w", fc.Spec.ClusterID, err)
+		return "", nil, fmt.Errorf("copy provider %s's NetworkConfig: %w", fc.Spec.ClusterID, err)
 	}
 	// Where the provider put this cluster, read from the provider's status
 	// of the NetworkConfig this cluster sent.
@@ -209,30 +236,41 @@ func (r *ExchangeReconciler) exchangeWithProvider(ctx context.Context, fc *ferry
 	if copyNC.Status.PodCIDRAtPeer != atPeer || copyNC.Status.APIServerAddressAtPeer != apiAtPeer {
 		copyNC.Status.PodCIDRAtPeer, copyNC.Status.APIServerAddressAtPeer = atPeer, apiAtPeer
 		if err := r.Status().Update(ctx, copyNC); err != nil {
-			return "", false, fmt.Errorf("record where provider %s maps this cluster: %w", fc.Spec.ClusterID, err)
+			return "", nil, fmt.Errorf("record where provider %s maps this cluster: %w", fc.Spec.ClusterID, err)
 		}
 	}
-	msg, done, err := describeMapping("the provider", copyNC)
-	if err != nil || !done {
-		return msg, done, err
+	msg, done := describeMapping("the provider", copyNC)
+	if !done {
+		return msg, nil, nil
+	}
+	// The provider's gateway translates from where this cluster maps the
+	// provider's pods: tell it, on the status of the NetworkConfig sent.
+	if mine.Status.PodCIDRAtPeer != copyNC.Status.RemappedPodCIDR || mine.Status.APIServerAddressAtPeer != copyNC.Status.RemappedAPIServerAddress {
+		mine.Status.PodCIDRAtPeer, mine.Status.APIServerAddressAtPeer = copyNC.Status.RemappedPodCIDR, copyNC.Status.RemappedAPIServerAddress
+		if err := remote.Status().Update(ctx, mine); err != nil {
+			if apierrors.IsConflict(err) {
+				return msg + "; telling the provider where its pods appear here", nil, nil
+			}
+			return "", nil, fmt.Errorf("tell provider %s where its pods appear here: %w", fc.Spec.ClusterID, err)
+		}
 	}
 	if atPeer == "" {
-		return msg + "; the provider has not mapped this cluster's pods yet", false, nil
+		return msg + "; the provider has not mapped this cluster's pods yet", nil, nil
 	}
-	return fmt.Sprintf("%s; this cluster's pods %s appear there as %s", msg, local.Spec.PodCIDR, atPeer), true, nil
+	return fmt.Sprintf("%s; this cluster's pods %s appear there as %s", msg, local.Spec.PodCIDR, atPeer), copyNC, nil
 }
 
 // describeMapping tells where this cluster maps a peer, from the peer's
 // NetworkConfig; done once the IPAM mapped it.
-func describeMapping(who string, nc *ferryv1alpha1.NetworkConfig) (string, bool, error) {
+func describeMapping(who string, nc *ferryv1alpha1.NetworkConfig) (string, bool) {
 	c := meta.FindStatusCondition(nc.Status.Conditions, ferryv1alpha1.NetworkConfigRemapped)
 	switch {
 	case c == nil:
-		return fmt.Sprintf("%s's network %s is not mapped yet", who, nc.Spec.PodCIDR), false, nil
+		return fmt.Sprintf("%s's network %s is not mapped yet", who, nc.Spec.PodCIDR), false
 	case c.Status != metav1.ConditionTrue:
-		return fmt.Sprintf("%s's network cannot be mapped: %s", who, c.Message), false, nil
+		return fmt.Sprintf("%s's network cannot be mapped: %s", who, c.Message), false
 	}
-	return fmt.Sprintf("%s's pods %s appear here as %s", who, nc.Spec.PodCIDR, nc.Status.RemappedPodCIDR), true, nil
+	return fmt.Sprintf("%s's pods %s appear here as %s", who, nc.Spec.PodCIDR, nc.Status.RemappedPodCIDR), true
 }
 
 // forgetProvider removes the copies made for a provider: the local one

@@ -145,6 +145,9 @@ func consumerRules(consumer ferryv1alpha1.ClusterID) []rbacv1.PolicyRule {
 		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"twinnamespaces/status"}, Verbs: []string{"get"}},
 		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"networkconfigs"}, Verbs: []string{"get", "list", "watch", "create"}},
 		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"networkconfigs"}, ResourceNames: []string{string(consumer)}, Verbs: []string{"update", "patch", "delete"}},
+		// The consumer reports where it maps this cluster (status.podCIDRAtPeer),
+		// which this cluster's gateway translates from.
+		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"networkconfigs/status"}, ResourceNames: []string{string(consumer)}, Verbs: []string{"update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{ConsumerServiceAccount}, Verbs: []string{"create"}},
 	}
 }

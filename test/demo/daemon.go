@@ -124,6 +124,16 @@ func RunDaemon(cfg Config) (err error) {
 		}
 	}
 
+	progress("building the network fabric's lab (nodes and pods as network namespaces) and starting ferry-gateway and route agents")
+	fabric, ferr := startFabric(cfg, clusters, logs, &comps)
+	defer fabric.close()
+	if ferr != nil {
+		progress(ferr.Error())
+		_ = writeText(filepath.Join(cfg.StateDir, fabricFile), ferr.Error()+"\n")
+	} else {
+		go fabric.show(ctx, cfg.StateDir, consumer, provider)
+	}
+
 	kubectl, err := binaries.Path("kubectl")
 	if err != nil {
 		return err

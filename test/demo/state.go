@@ -81,7 +81,7 @@ func daemonPID(dir string) (int, bool) {
 
 // clearState removes what a previous demo left in dir, its logs aside.
 func clearState(dir string) {
-	for _, f := range []string{pidFile, readyFile, errorFile, "consumer.kubeconfig", "provider.kubeconfig"} {
+	for _, f := range []string{pidFile, readyFile, errorFile, fabricFile, "consumer.kubeconfig", "provider.kubeconfig"} {
 		_ = os.Remove(filepath.Join(dir, f))
 	}
 }

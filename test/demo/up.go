@@ -131,6 +131,13 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 
+	fmt.Fprintln(out, "\n==> the network fabric: a consumer pod connects to an offloaded pod (each a network namespace of the demo's lab)")
+	shown, err := waitFabric(ctx, cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, indent(shown))
+
 	for _, p := range pods[Namespace] {
 		if !isVirtual(p.Spec.NodeName) {
 			continue
@@ -173,6 +180,24 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
    make demo-down stops everything.
 `, ready.ConsumerKubeconfig, ready.Kubectl, ready.ProviderKubeconfig, Namespace)
 	return nil
+}
+
+// waitFabric waits for the daemon's report of the fabric demonstration.
+func waitFabric(ctx context.Context, dir string) (string, error) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, fabricFile)); err == nil {
+			return string(b), nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no report of the network fabric after 5m; see %s", filepath.Join(dir, daemonLog))
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // startDaemon runs this program's daemon detached from the terminal and

@@ -47,7 +47,10 @@ var _ = Describe("The demo", Label("demo"), func() {
 		remote := regexp.MustCompile(`(?m)^\s+api-\S+\s+Running\s+10\.(6[4-9]|[78]\d|9[0-5])\.\d+\.\d+\s+ferry-provider\s+provider: demo-consumer/api-\S+ on \S+, IP 10\.244\.\d+\.\d+ there`)
 		local := regexp.MustCompile(`(?m)^\s+web-\S+\s+Running\s+10\.244\.\d+\.\d+\s+consumer-node-\d\s+this cluster`)
 		// ferryctl status's network: the provider's pods mapped apart.
-		network := regexp.MustCompile(`(?m)^\s+provider\s+10\.244\.0\.0/16\s+10\.\d+\.0\.0/16\s+10\.\d+\.0\.0/16\s+10\.\d+\.\d+\.\d+\s+NotReady \(TunnelNotBuilt\)`)
+		network := regexp.MustCompile(`(?m)^\s+provider\s+10\.244\.0\.0/16\s+10\.\d+\.0\.0/16\s+10\.\d+\.0\.0/16\s+10\.\d+\.\d+\.\d+\s+(up|down \(\w+\))\s`)
+		// The fabric's data path: a consumer pod's namespace reached an
+		// offloaded pod's, at the IP the consumer shows.
+		fabric := regexp.MustCompile(`demo-local/web-\S+ \(10\.244\.\d+\.\d+, this cluster\) connected to demo/api-\S+ at 10\.\d+\.\d+\.\d+:8080`)
 		// ferryctl status's claims: the StatefulSet's data in the provider.
 		data := regexp.MustCompile(`(?m)^\s+demo/data-db-\d\s+provider\s+demo-consumer/data-db-\d\s+1Gi\s+Bound`)
 		for run := 1; run <= 2; run++ {
@@ -60,6 +63,7 @@ var _ = Describe("The demo", Label("demo"), func() {
 			Expect(local.FindAll(out, -1)).To(HaveLen(3), "demo up:\n%s", out)
 			Expect(data.FindAll(out, -1)).To(HaveLen(2), "demo up:\n%s", out)
 			Expect(network.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
+			Expect(fabric.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
 			Expect(string(out)).To(ContainSubstring("kwok pod started"))
 			Expect(string(out)).To(ContainSubstring(filepath.Join(state, "consumer.kubeconfig")))
 		}

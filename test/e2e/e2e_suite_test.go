@@ -12,6 +12,8 @@ import (
 	. "github.com/onsi/gomega"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/ferry-io/ferry/test/netlab"
 )
 
 // reportMargin is how long before go test's deadline the suite gives up,
@@ -19,6 +21,12 @@ import (
 // the cleanups (stopping every cluster) and print its summary; go test's
 // own timeout would only dump goroutines.
 const reportMargin = 3 * time.Minute
+
+// TestMain runs the suite, as root, in a network namespace of its own:
+// the test bed's servers listen on its loopback, and the network fabric's
+// specs build their nodes and pods as namespaces inside it, so no packet
+// of theirs can reach the host's network.
+func TestMain(m *testing.M) { netlab.Main(m) }
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)

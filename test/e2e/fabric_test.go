@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"regexp"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -22,6 +24,7 @@ import (
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/fabric"
 	"github.com/ferry-io/ferry/test/e2e/framework"
+	"github.com/ferry-io/ferry/test/netlab"
 	"github.com/ferry-io/ferry/test/testbed"
 	vknode "github.com/ferry-io/ferry/virtualkubelet/node"
 )
@@ -35,6 +38,16 @@ import (
 var _ = Describe("Network fabric", Label("fabric"), Ordered, func() {
 	var consumer, eu, us *testbed.Cluster
 	ferries := map[string]*framework.Ferry{}
+	// The data path, when the suite runs in a network namespace of its own.
+	var lab *netlab.Lab
+	var usBefore string
+	labs := map[string]*netlab.Cluster{}
+	gwPods := map[string]*netlab.Pod{}
+	gateways := map[string]*framework.Proc{}
+	// The consumer pod of the data path specs, and where it reaches eu's
+	// and us's pods.
+	var web *netlab.Pod
+	var euAddr, usAddr string
 	health := vknode.Options{HealthCheckPeriod: 500 * time.Millisecond, HealthCheckTimeout: 400 * time.Millisecond, FailureThreshold: 3}
 	start := func(ctx context.Context, c *testbed.Cluster) {
 		ferries[c.Name] = framework.StartFerry(ctx, c, ferryv1alpha1.ClusterID(c.Name), framework.FerryOptions{Health: health})
@@ -51,6 +64,63 @@ var _ = Describe("Network fabric", Label("fabric"), Ordered, func() {
 		var table map[string]string
 		Expect(json.Unmarshal([]byte(cm.Data["allocations"]), &table)).To(Succeed())
 		return table
+	}
+	needLab := func() {
+		if lab == nil {
+			Skip("the data path needs root: the suite then runs in a network namespace of its own (netlab.Main)")
+		}
+	}
+	// runPod creates a pod on node and waits for its IP (kwok's), as the
+	// consumer shows it.
+	runPod := func(ctx context.Context, ns, name, node string, labels map[string]string) *corev1.Pod {
+		GinkgoHelper()
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: name, Image: "registry.k8s.io/pause:3.10"}},
+				Tolerations: []corev1.Toleration{{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists}}},
+		}
+		Expect(consumer.Client.Create(ctx, pod)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+			g.Expect(pod.Status.PodIP).NotTo(BeEmpty())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		return pod
+	}
+	// remotePodIP is the IP of an offloaded pod in its provider.
+	remotePodIP := func(ctx context.Context, provider *testbed.Cluster, twin, name string) netip.Addr {
+		GinkgoHelper()
+		var remote corev1.Pod
+		Eventually(func(g Gomega) {
+			g.Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: twin, Name: name}, &remote)).To(Succeed())
+			g.Expect(remote.Status.PodIP).NotTo(BeEmpty())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		return netip.MustParseAddr(remote.Status.PodIP)
+	}
+	localNode := func(ctx context.Context) string {
+		GinkgoHelper()
+		var nodes corev1.NodeList
+		Expect(consumer.Client.List(ctx, &nodes, client.MatchingLabels{testbed.LabelNodePool: "local"})).To(Succeed())
+		Expect(nodes.Items).NotTo(BeEmpty())
+		return nodes.Items[0].Name
+	}
+	tunnelUp := func(ctx context.Context, provider string) {
+		GinkgoHelper()
+		Eventually(func(g Gomega) {
+			var fc ferryv1alpha1.ForeignCluster
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: provider}, &fc)).To(Succeed())
+			c := meta.FindStatusCondition(fc.Status.Conditions, ferryv1alpha1.ForeignClusterNetworkReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "%s: %s", c.Reason, c.Message)
+		}).WithContext(ctx).WithTimeout(90*time.Second).Should(Succeed(), "gateway log:\n%s", gateways["consumer"].Log())
+	}
+	echo := func(ctx context.Context, from *netlab.Pod, to string, port uint16) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return from.Echo(ctx, netip.AddrPortFrom(netip.MustParseAddr(to), port), []byte("ferry "+from.Name+" to "+to))
+	}
+	tail := func(s string, n int) string {
+		lines := strings.Split(s, "\n")
+		return strings.Join(lines[max(0, len(lines)-n):], "\n")
 	}
 	prefix := func(s string) netip.Prefix {
 		GinkgoHelper()
@@ -70,6 +140,29 @@ var _ = Describe("Network fabric", Label("fabric"), Ordered, func() {
 			Expect(c.PodCIDR()).To(Equal("10.244.0.0/16"), "the specs need one pod CIDR everywhere")
 			framework.ApplyManifests(ctx, c, "base")
 			start(ctx, c)
+		}
+		if netlab.Isolated() {
+			// Each cluster's nodes and pods as network namespaces: two nodes
+			// (kwok gives pod IPs from the low half, the gateway sits on the
+			// other node), a gateway pod with a WAN interface, and a route
+			// agent per node.
+			var err error
+			lab, err = netlab.New(netlab.Prefix())
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(lab.Close)
+			gwBin := framework.BuildGateway(ctx)
+			for _, c := range clusters {
+				lc, err := lab.AddCluster(c.Name, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/17"), netip.MustParsePrefix("10.244.128.0/17")})
+				Expect(err).NotTo(HaveOccurred())
+				gw, err := lc.AddGateway(1, "gw", netip.MustParseAddr("10.244.255.250"))
+				Expect(err).NotTo(HaveOccurred())
+				labs[c.Name], gwPods[c.Name] = lc, gw
+				gateways[c.Name] = framework.StartGateway(ctx, gwBin, c, ferryv1alpha1.ClusterID(c.Name), lab, gw, "--key-rotation-grace=6s")
+				for _, n := range lc.Nodes {
+					framework.StartRouteAgent(ctx, gwBin, c, ferryv1alpha1.ClusterID(c.Name), lab, n)
+				}
+			}
+			usBefore = inventory(lab, labs["us"], gwPods["us"])
 		}
 		peer(ctx, eu)
 	})
@@ -109,16 +202,26 @@ var _ = Describe("Network fabric", Label("fabric"), Ordered, func() {
 				"both clusters chose %s as external CIDR: eu maps the consumer elsewhere", euLocal.Spec.ExternalCIDR)
 		}
 
-		By("reporting NetworkReady false until the tunnel exists")
+		By("reporting NetworkReady once the gateway's tunnel is up (false while no gateway runs)")
 		Eventually(func(g Gomega) {
 			var fc ferryv1alpha1.ForeignCluster
 			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: "eu"}, &fc)).To(Succeed())
 			c := meta.FindStatusCondition(fc.Status.Conditions, ferryv1alpha1.ForeignClusterNetworkReady)
 			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-			g.Expect(c.Reason).To(Equal("TunnelNotBuilt"))
 			g.Expect(c.Message).To(ContainSubstring(euPods.String()))
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+			if lab == nil {
+				g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(c.Reason).To(Equal("GatewayNotReporting"))
+			} else {
+				g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
+				g.Expect(c.Reason).To(Equal("TunnelUp"))
+			}
+		}).WithContext(ctx).WithTimeout(60*time.Second).Should(Succeed(), func() string {
+			if lab == nil {
+				return ""
+			}
+			return "consumer gateway's log:\n" + gateways["consumer"].Log() + "\neu gateway's log:\n" + gateways["eu"].Log()
+		})
 
 		By("showing an offloaded pod's IP in the remapped CIDR, 1:1 with its provider IP")
 		ns := framework.CreateNamespace(ctx, consumer, "net")
@@ -179,6 +282,67 @@ var _ = Describe("Network fabric", Label("fabric"), Ordered, func() {
 		Expect(network.ConsumerPods.To.Contains(netip.MustParseAddr(network.ConsumerPodIP("10.244.3.7")))).To(BeTrue())
 	})
 
+	It("carries packets between a consumer pod and offloaded pods, both ways, though both clusters use 10.244.0.0/16", func(ctx context.Context) {
+		needLab()
+		tunnelUp(ctx, "eu")
+		network := framework.WaitPeerNetwork(ctx, consumer, "consumer", "eu")
+		ns := framework.CreateNamespace(ctx, consumer, "path")
+		twin := framework.OffloadNamespace(ctx, consumer, ns, "eu")
+
+		By("running a consumer pod and an offloaded pod, each an echo server in its cluster's lab")
+		webPod := runPod(ctx, ns, "web", localNode(ctx), map[string]string{"app": "web"})
+		webNS, err := labs["consumer"].AddPod(0, "web", netip.MustParseAddr(webPod.Status.PodIP))
+		Expect(err).NotTo(HaveOccurred())
+		// The servers of this spec serve the later ones too; the lab stops
+		// them when it closes.
+		_, err = webNS.ServeEcho(8080)
+		Expect(err).NotTo(HaveOccurred())
+		api := runPod(ctx, ns, "api", peering.VirtualNodeName("eu"), nil)
+		Expect(network.ProviderPods.To.Contains(netip.MustParseAddr(api.Status.PodIP))).To(BeTrue())
+		real := remotePodIP(ctx, eu, twin, "api")
+		back, ok := network.ProviderPods.Inverse().TranslateString(api.Status.PodIP)
+		Expect(ok).To(BeTrue())
+		Expect(back).To(Equal(real.String()))
+		apiNS, err := labs["eu"].AddPod(0, "api", real)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = apiNS.ServeEcho(8080)
+		Expect(err).NotTo(HaveOccurred())
+
+		By("connecting from the consumer pod to the offloaded pod at the IP its status shows")
+		Eventually(func() error { return echo(ctx, webNS, api.Status.PodIP, 8080) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		web, euAddr = webNS, api.Status.PodIP
+
+		By("connecting from the offloaded pod to the consumer pod through the reflected Service's EndpointSlice")
+		Expect(consumer.Client.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(8080)}}}})).To(Succeed())
+		var reflected string
+		Eventually(func(g Gomega) {
+			var slices discoveryv1.EndpointSliceList
+			g.Expect(eu.Client.List(ctx, &slices, client.InNamespace(twin), client.MatchingLabels{discoveryv1.LabelServiceName: "web"})).To(Succeed())
+			for _, es := range slices.Items {
+				for _, ep := range es.Endpoints {
+					reflected = ep.Addresses[0]
+				}
+			}
+			g.Expect(reflected).NotTo(BeEmpty())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		Expect(reflected).To(Equal(network.ConsumerPodIP(webPod.Status.PodIP)))
+		Eventually(func() error { return echo(ctx, apiNS, reflected, 8080) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("reporting the tunnel: handshake, round trip and metrics-worthy state on the peer's NetworkConfig")
+		Eventually(func(g Gomega) {
+			var nc ferryv1alpha1.NetworkConfig
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: "eu"}, &nc)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(nc.Status.Conditions, ferryv1alpha1.NetworkConfigTunnelUp)).To(BeTrue())
+			g.Expect(nc.Status.Tunnel).NotTo(BeNil())
+			g.Expect(nc.Status.Tunnel.LastHandshakeTime).NotTo(BeNil())
+			g.Expect(nc.Status.Tunnel.RoundTripTime).NotTo(BeNil())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		out, err := ferryctl(ctx, "status", "--kubeconfig", consumer.KubeconfigPath)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(MatchRegexp(`eu\s.*\bup\b`))
+	})
+
 	It("gives two providers with the same pod CIDR disjoint ranges, shown by ferryctl status", func(ctx context.Context) {
 		peer(ctx, us)
 		euNet := framework.WaitPeerNetwork(ctx, consumer, "consumer", "eu")
@@ -195,6 +359,27 @@ var _ = Describe("Network fabric", Label("fabric"), Ordered, func() {
 		Expect(out).To(MatchRegexp(`us\s+10\.244\.0\.0/16\s+` + regexp.QuoteMeta(usNet.ProviderPods.To.String())))
 	})
 
+	It("joins three clusters with one pod CIDR: the consumer reaches each provider's pod, and only through its tunnel", func(ctx context.Context) {
+		needLab()
+		Expect(web).NotTo(BeNil(), "needs the consumer pod of the first data path spec")
+		tunnelUp(ctx, "eu")
+		tunnelUp(ctx, "us")
+		ns := framework.CreateNamespace(ctx, consumer, "three")
+		twin := framework.OffloadNamespace(ctx, consumer, ns, "us")
+		api := runPod(ctx, ns, "api", peering.VirtualNodeName("us"), nil)
+		real := remotePodIP(ctx, us, twin, "api")
+		apiNS, err := labs["us"].AddPod(0, "api", real)
+		Expect(err).NotTo(HaveOccurred())
+		// Another port than eu's pod: a packet delivered to the wrong
+		// cluster, whose pods share these addresses, is refused.
+		_, err = apiNS.ServeEcho(8081)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() error { return echo(ctx, web, api.Status.PodIP, 8081) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(echo(ctx, web, euAddr, 8080)).To(Succeed(), "eu's pod, still reached through its own tunnel")
+		usAddr = api.Status.PodIP
+		GinkgoWriter.Printf("eu's pod at %s and us's pod at %s here; in their clusters both are 10.244.x (us: %s)\n", euAddr, usAddr, real)
+	})
+
 	It("releases a provider's ranges on both sides when it is unpeered", func(ctx context.Context) {
 		Expect(allocations(ctx, us)).To(HaveKey("pods/consumer"))
 		out, err := ferryctl(ctx, "unpeer", "--consumer-kubeconfig", consumer.KubeconfigPath, "--provider-kubeconfig", us.KubeconfigPath, "--timeout", "90s")
@@ -209,6 +394,14 @@ var _ = Describe("Network fabric", Label("fabric"), Ordered, func() {
 			g.Expect(allocations(ctx, us)).NotTo(HaveKey("pods/consumer"))
 			g.Expect(allocations(ctx, us)).NotTo(HaveKey("apiserver/consumer"))
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		if lab == nil || usAddr == "" {
+			return
+		}
+		By("leaving no interface, rule or route of ferry's in us's gateway and nodes")
+		Eventually(func() string { return inventory(lab, labs["us"], gwPods["us"]) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(usBefore))
+		By("no longer reaching us's pod")
+		Expect(echo(ctx, web, usAddr, 8081)).NotTo(Succeed())
+		Expect(echo(ctx, web, euAddr, 8080)).To(Succeed(), "eu is still peered")
 	})
 	It("keeps every allocation when every controller restarts", func(ctx context.Context) {
 		before := map[string]map[string]string{}
@@ -244,4 +437,49 @@ var _ = Describe("Network fabric", Label("fabric"), Ordered, func() {
 		Expect(framework.WaitPeerNetwork(ctx, consumer, "consumer", "eu")).To(Equal(euBefore))
 	})
 
+	It("resumes a flow through a gateway killed with SIGKILL and restarted", func(ctx context.Context) {
+		needLab()
+		Expect(web).NotTo(BeNil(), "needs the consumer pod of the first data path spec")
+		tunnelUp(ctx, "eu")
+		flow := startFlow(ctx, web, euAddr, 8080)
+		DeferCleanup(flow.stop)
+		Eventually(flow.count).WithContext(ctx).WithTimeout(10 * time.Second).Should(BeNumerically(">", 5))
+		gateways["eu"].Kill()
+		before := flow.count()
+		time.Sleep(2 * time.Second)
+		gateways["eu"].Start()
+		Eventually(flow.count).WithContext(ctx).WithTimeout(60*time.Second).Should(BeNumerically(">", before+5), "the flow did not resume; its error: %v", flow.err())
+		Expect(flow.err()).NotTo(HaveOccurred(), "the same TCP connection goes on")
+		GinkgoWriter.Printf("longest pause of the flow: %s\n", flow.maxGap())
+	})
+
+	It("rotates the consumer gateway's key while a flow goes on", func(ctx context.Context) {
+		needLab()
+		Expect(web).NotTo(BeNil(), "needs the consumer pod of the first data path spec")
+		tunnelUp(ctx, "eu")
+		var local ferryv1alpha1.NetworkConfig
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: "consumer"}, &local)).To(Succeed())
+		Expect(local.Spec.Gateway).NotTo(BeNil())
+		oldKey := local.Spec.Gateway.PublicKey
+		flow := startFlow(ctx, web, euAddr, 8080)
+		DeferCleanup(flow.stop)
+		Eventually(flow.count).WithContext(ctx).WithTimeout(10 * time.Second).Should(BeNumerically(">", 5))
+		var secret corev1.Secret
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: "ferry-gateway-key"}, &secret)).To(Succeed())
+		metav1.SetMetaDataAnnotation(&secret.ObjectMeta, "ferry.io/rotate-key", "now")
+		Expect(consumer.Client.Update(ctx, &secret)).To(Succeed())
+		By("announcing the next key, then switching both sides at the announced time")
+		Eventually(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(&local), &local)).To(Succeed())
+			g.Expect(local.Spec.Gateway.PublicKey).NotTo(Equal(oldKey))
+			g.Expect(local.Spec.Gateway.NextPublicKey).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		before := flow.count()
+		Eventually(flow.count).WithContext(ctx).WithTimeout(30*time.Second).Should(BeNumerically(">", before+20), func() string {
+			return fmt.Sprintf("flow error: %v\nconsumer gateway:\n%s\neu gateway:\n%s", flow.err(), tail(gateways["consumer"].Log(), 80), tail(gateways["eu"].Log(), 80))
+		})
+		Expect(flow.err()).NotTo(HaveOccurred())
+		tunnelUp(ctx, "eu")
+		GinkgoWriter.Printf("longest pause of the flow during the rotation: %s\n", flow.maxGap())
+	})
 })

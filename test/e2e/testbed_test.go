@@ -96,6 +96,15 @@ var _ = Describe("The test bed", Label("testbed"), Ordered, func() {
 		Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: "ferry-system", Name: "ferry-controller-manager"}, &deploy)).To(Succeed())
 		Expect(deploy.Spec.Template.Spec.ServiceAccountName).To(Equal("ferry-controller-manager"))
 
+		By("applying the gateway's kustomization")
+		out, err = provider.Kubectl(ctx, "apply", "--server-side", "--field-manager=ferry-e2e", "-k", framework.RepoRoot()+"/manifests/gateway")
+		Expect(err).NotTo(HaveOccurred(), out)
+		var agents appsv1.DaemonSet
+		Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: "ferry-system", Name: "ferry-route-agent"}, &agents)).To(Succeed())
+		Expect(agents.Spec.Template.Spec.HostNetwork).To(BeTrue())
+		Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: "ferry-system", Name: "ferry-gateway"}, &deploy)).To(Succeed())
+		Expect(deploy.Spec.Template.Spec.HostNetwork).To(BeFalse(), "the gateway is a pod of the cluster network")
+
 		By("aggregating the namespace roles into Kubernetes' view role (controller-manager's aggregation controller)")
 		Eventually(func(g Gomega) {
 			var view rbacv1.ClusterRole

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,7 +99,7 @@ func printNetwork(cmd *cobra.Command, c client.Client, fcs []ferryv1alpha1.Forei
 	} else if err != nil {
 		return fmt.Errorf("list NetworkConfigs: %w", err)
 	}
-	local, peers := networkRows(ncs.Items, fcs)
+	local, peers := networkRows(ncs.Items, fcs, time.Now())
 	if local == nil && len(peers) == 0 {
 		return nil
 	}
@@ -110,7 +111,7 @@ func printNetwork(cmd *cobra.Command, c client.Client, fcs []ferryv1alpha1.Forei
 		return nil
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PEER\tPOD CIDR\tSEEN HERE AS\tTHIS CLUSTER THERE\tAPI SERVER THERE\tNETWORK")
+	fmt.Fprintln(w, "PEER\tPOD CIDR\tSEEN HERE AS\tTHIS CLUSTER THERE\tAPI SERVER THERE\tTUNNEL\tHANDSHAKE\tRTT\tNETWORK")
 	for _, r := range peers {
 		fmt.Fprintln(w, strings.Join(r, "\t"))
 	}
@@ -122,7 +123,7 @@ func printNetwork(cmd *cobra.Command, c client.Client, fcs []ferryv1alpha1.Forei
 // peer, its pod CIDR, where its pods appear here, where this cluster's pods
 // and API server appear there (known on a provider's NetworkConfig only),
 // and the ForeignCluster's NetworkReady.
-func networkRows(ncs []ferryv1alpha1.NetworkConfig, fcs []ferryv1alpha1.ForeignCluster) ([]string, [][]string) {
+func networkRows(ncs []ferryv1alpha1.NetworkConfig, fcs []ferryv1alpha1.ForeignCluster, now time.Time) ([]string, [][]string) {
 	var local []string
 	var rows [][]string
 	for _, nc := range ncs {
@@ -142,7 +143,9 @@ func networkRows(ncs []ferryv1alpha1.NetworkConfig, fcs []ferryv1alpha1.ForeignC
 					network = conditionStatus(&fcs[i], ferryv1alpha1.ForeignClusterNetworkReady)
 				}
 			}
-			rows = append(rows, []string{string(nc.Spec.ClusterID), nc.Spec.PodCIDR, seen, orDash(nc.Status.PodCIDRAtPeer), orDash(nc.Status.APIServerAddressAtPeer), network})
+			tunnel, handshake, rtt := tunnelColumns(&nc, now)
+			rows = append(rows, []string{string(nc.Spec.ClusterID), nc.Spec.PodCIDR, seen, orDash(nc.Status.PodCIDRAtPeer), orDash(nc.Status.APIServerAddressAtPeer),
+				tunnel, handshake, rtt, network})
 		}
 	}
 	slices.SortFunc(rows, func(a, b []string) int {
@@ -155,6 +158,27 @@ func networkRows(ncs []ferryv1alpha1.NetworkConfig, fcs []ferryv1alpha1.ForeignC
 	// one that knows this cluster's place there.
 	rows = slices.CompactFunc(rows, func(a, b []string) bool { return a[0] == b[0] })
 	return local, rows
+}
+
+// tunnelColumns are the gateway's tunnel to a peer: up or down (why), the
+// last handshake's age and the last round trip measured.
+func tunnelColumns(nc *ferryv1alpha1.NetworkConfig, now time.Time) (string, string, string) {
+	state, handshake, rtt := "-", "-", "-"
+	if c := meta.FindStatusCondition(nc.Status.Conditions, ferryv1alpha1.NetworkConfigTunnelUp); c != nil {
+		state = "up"
+		if c.Status != metav1.ConditionTrue {
+			state = "down (" + c.Reason + ")"
+		}
+	}
+	if t := nc.Status.Tunnel; t != nil {
+		if t.LastHandshakeTime != nil {
+			handshake = duration.HumanDuration(now.Sub(t.LastHandshakeTime.Time)) + " ago"
+		}
+		if t.RoundTripTime != nil {
+			rtt = t.RoundTripTime.Round(10 * time.Microsecond).String()
+		}
+	}
+	return state, handshake, rtt
 }
 
 func conditionStatus(fc *ferryv1alpha1.ForeignCluster, t string) string {

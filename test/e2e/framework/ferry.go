@@ -187,14 +187,20 @@ func ferryGoroutines() string {
 // when the suite ends, and returns its path.
 func BuildVirtualKubelet(ctx context.Context) string {
 	GinkgoHelper()
-	dir, err := os.MkdirTemp("", "ferry-vk-")
+	return buildBinary(ctx, "ferry-virtual-kubelet")
+}
+
+// buildBinary builds cmd/<name> into a folder removed when the suite ends.
+func buildBinary(ctx context.Context, name string) string {
+	GinkgoHelper()
+	dir, err := os.MkdirTemp("", name+"-")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(os.RemoveAll, dir)
-	bin := filepath.Join(dir, "ferry-virtual-kubelet")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/ferry-virtual-kubelet")
+	bin := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = RepoRoot()
 	out, err := cmd.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "build ferry-virtual-kubelet:\n%s", out)
+	Expect(err).NotTo(HaveOccurred(), "build %s:\n%s", name, out)
 	return bin
 }
 

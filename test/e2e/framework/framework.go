@@ -108,7 +108,10 @@ func OffloadNamespace(ctx context.Context, c *testbed.Cluster, namespace string,
 	GinkgoHelper()
 	Expect(c.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
 		ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: namespace},
-		Spec:       ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote},
+		Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote,
+			// This provider only, however many are peered.
+			ClusterSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: ferryv1alpha1.LabelClusterID, Operator: corev1.NodeSelectorOpIn, Values: []string{string(provider)}}}}}}},
 	})).To(Succeed())
 	var twin string
 	Eventually(func(g Gomega) {

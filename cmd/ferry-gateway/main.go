@@ -1,0 +1,136 @@
+// Command ferry-gateway runs a cluster's network gateway (the WireGuard
+// tunnel to every peer, with its NAT and routes), or, as
+// `ferry-gateway route-agent`, the agent that routes a node's traffic for
+// peers to the gateway.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/fabric/gateway"
+	"github.com/ferry-io/ferry/fabric/netns"
+)
+
+type common struct {
+	kubeconfig, clusterID, netnsPath, prefix string
+	opts                                     gateway.Options
+}
+
+func (c *common) register(fs *pflag.FlagSet) {
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (empty: in-cluster)")
+	fs.StringVar(&c.clusterID, "cluster-id", "", "this cluster's ID, as given to ferry-controller-manager")
+	fs.StringVar(&c.netnsPath, "netns", "", "network namespace to configure, such as /proc/<pid>/ns/net (default: this process's)")
+	fs.StringVar(&c.prefix, "link-prefix", gateway.DefaultPrefix, "prefix of the links made (<prefix>-wg, <prefix>-vx) and name of the nftables table")
+	fs.StringVar(&c.opts.MetricsAddr, "metrics-bind-address", ":8080", "address serving Prometheus metrics (0 disables)")
+	fs.StringVar(&c.opts.HealthAddr, "health-probe-bind-address", ":8081", "address serving /healthz and /readyz (0 disables)")
+}
+
+func main() {
+	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "route-agent" {
+		err = routeAgent(os.Args[2:], klogFlags)
+	} else {
+		err = runGateway(os.Args[1:], klogFlags)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ferry-gateway:", err)
+		os.Exit(1)
+	}
+}
+
+func runGateway(args []string, klogFlags *flag.FlagSet) error {
+	var c common
+	var endpoint, podAddress string
+	var forceUserspace bool
+	g := gateway.GatewayOptions{DataPlane: &gateway.DataPlane{}}
+	fs := pflag.NewFlagSet("ferry-gateway", pflag.ExitOnError)
+	c.register(fs)
+	fs.StringVar(&endpoint, "endpoint", "", "address:port peers reach this gateway's WireGuard UDP port at (its Service's load balancer or node address and port)")
+	fs.StringVar(&podAddress, "pod-address", os.Getenv("POD_IP"), "this gateway pod's IP, which nodes' VXLAN links reach (default: $POD_IP)")
+	fs.IntVar(&g.DataPlane.ListenPort, "listen-port", gateway.DefaultListenPort, "WireGuard UDP port")
+	fs.IntVar(&g.DataPlane.MTU, "mtu", 0, "tunnel MTU (0: the underlay's MTU less WireGuard's 80 bytes)")
+	fs.IntVar(&g.DataPlane.VXLANPort, "vxlan-port", gateway.DefaultVXLANPort, "UDP port of the nodes' VXLAN links to the gateway")
+	fs.IntVar(&g.DataPlane.VNI, "vni", gateway.DefaultVNI, "VXLAN network identifier of the nodes' links to the gateway")
+	fs.BoolVar(&forceUserspace, "userspace", false, "use wireguard-go even when the kernel has WireGuard")
+	fs.StringVar(&g.KeySecret, "key-secret", "ferry-gateway-key", "Secret in ferry-system holding the WireGuard keys (made on first start)")
+	fs.DurationVar(&g.KeyRotation, "key-rotation", 0, "replace the WireGuard key this often (0: only when the key Secret is annotated ferry.io/rotate-key)")
+	fs.DurationVar(&g.RotationGrace, "key-rotation-grace", gateway.DefaultRotationGrace, "notice given to peers between publishing a new key and switching to it")
+	fs.AddGoFlagSet(klogFlags)
+	_ = fs.Parse(args)
+	ctrl.SetLogger(klog.NewKlogr())
+
+	host, port, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return fmt.Errorf("--endpoint %q: want address:port: %w", endpoint, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return fmt.Errorf("--endpoint %q: port %q is not a port number", endpoint, port)
+	}
+	g.EndpointAddress, g.EndpointPort = host, int32(p)
+	if g.PodAddress, err = netip.ParseAddr(podAddress); err != nil {
+		return fmt.Errorf("--pod-address %q: not an IP address (set it, or $POD_IP from the downward API)", podAddress)
+	}
+	ns, err := netns.Open(c.netnsPath)
+	if err != nil {
+		return fmt.Errorf("--netns: %w", err)
+	}
+	defer ns.Close()
+	g.DataPlane.NS, g.DataPlane.Links = ns, gateway.Links{Prefix: c.prefix}
+	g.DataPlane.ForceUserspace, g.DataPlane.Log = forceUserspace, ctrl.Log.WithName("dataplane")
+	g.Options = c.opts
+	g.ClusterID = ferryv1alpha1.ClusterID(c.clusterID)
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("--kubeconfig: %w", err)
+	}
+	mgr, err := gateway.NewGateway(cfg, g)
+	if err != nil {
+		return err
+	}
+	return startAndWait(mgr.Start)
+}
+
+func routeAgent(args []string, klogFlags *flag.FlagSet) error {
+	var c common
+	fs := pflag.NewFlagSet("ferry-gateway route-agent", pflag.ExitOnError)
+	c.register(fs)
+	fs.AddGoFlagSet(klogFlags)
+	_ = fs.Parse(args)
+	ctrl.SetLogger(klog.NewKlogr())
+	ns, err := netns.Open(c.netnsPath)
+	if err != nil {
+		return fmt.Errorf("--netns: %w", err)
+	}
+	defer ns.Close()
+	c.opts.ClusterID = ferryv1alpha1.ClusterID(c.clusterID)
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("--kubeconfig: %w", err)
+	}
+	mgr, err := gateway.NewRouteAgent(cfg, c.opts, &gateway.NodePlane{NS: ns, Links: gateway.Links{Prefix: c.prefix}})
+	if err != nil {
+		return err
+	}
+	return startAndWait(mgr.Start)
+}
+
+// startAndWait runs a manager until SIGTERM or SIGINT; on the way out it
+// removes what it made.
+func startAndWait(start func(context.Context) error) error {
+	return start(ctrl.SetupSignalHandler())
+}

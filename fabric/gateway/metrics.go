@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// collector reads the tunnel and the NAT counters at each scrape.
+type collector struct {
+	r     *Reconciler
+	rules atomic.Int64
+
+	rxBytes, txBytes, rxPackets, txPackets, wgRx, wgTx, handshake, rtt, up, rulesDesc *prometheus.Desc
+}
+
+func newCollector(r *Reconciler) *collector {
+	peer := []string{"peer"}
+	return &collector{r: r,
+		rxBytes:   prometheus.NewDesc("ferry_gateway_peer_received_bytes_total", "Bytes forwarded from the peer through the tunnel (nftables counter).", peer, nil),
+		txBytes:   prometheus.NewDesc("ferry_gateway_peer_sent_bytes_total", "Bytes forwarded to the peer through the tunnel (nftables counter).", peer, nil),
+		rxPackets: prometheus.NewDesc("ferry_gateway_peer_received_packets_total", "Packets forwarded from the peer through the tunnel (nftables counter).", peer, nil),
+		txPackets: prometheus.NewDesc("ferry_gateway_peer_sent_packets_total", "Packets forwarded to the peer through the tunnel (nftables counter).", peer, nil),
+		wgRx:      prometheus.NewDesc("ferry_gateway_peer_tunnel_received_bytes_total", "Bytes WireGuard received from the peer, with its own overhead.", peer, nil),
+		wgTx:      prometheus.NewDesc("ferry_gateway_peer_tunnel_sent_bytes_total", "Bytes WireGuard sent to the peer, with its own overhead.", peer, nil),
+		handshake: prometheus.NewDesc("ferry_gateway_peer_last_handshake_timestamp_seconds", "Unix time of the last WireGuard handshake with the peer.", peer, nil),
+		rtt:       prometheus.NewDesc("ferry_gateway_peer_round_trip_seconds", "Last measured round trip to the peer's gateway through the tunnel.", peer, nil),
+		up:        prometheus.NewDesc("ferry_gateway_peer_up", "1 when the tunnel to the peer had a handshake in the last 3 minutes.", peer, nil),
+		rulesDesc: prometheus.NewDesc("ferry_gateway_nat_rules", "nftables rules the gateway installed.", nil, nil),
+	}
+}
+
+func (c *collector) setRules(n int) { c.rules.Store(int64(n)) }
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.rxBytes, c.txBytes, c.rxPackets, c.txPackets, c.wgRx, c.wgTx, c.handshake, c.rtt, c.up, c.rulesDesc} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.rulesDesc, prometheus.GaugeValue, float64(c.rules.Load()))
+	counters, err := c.r.DataPlane.Counters()
+	if err == nil {
+		for peer, n := range counters {
+			ch <- prometheus.MustNewConstMetric(c.rxBytes, prometheus.CounterValue, float64(n.RxBytes), peer)
+			ch <- prometheus.MustNewConstMetric(c.txBytes, prometheus.CounterValue, float64(n.TxBytes), peer)
+			ch <- prometheus.MustNewConstMetric(c.rxPackets, prometheus.CounterValue, float64(n.RxPackets), peer)
+			ch <- prometheus.MustNewConstMetric(c.txPackets, prometheus.CounterValue, float64(n.TxPackets), peer)
+		}
+	}
+	dev, err := c.r.DataPlane.Device()
+	if err != nil || dev == nil {
+		return
+	}
+	names := c.r.peerNames()
+	for _, p := range dev.Peers {
+		name, ok := names[p.PublicKey.String()]
+		if !ok {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.wgRx, prometheus.CounterValue, float64(p.ReceiveBytes), name)
+		ch <- prometheus.MustNewConstMetric(c.wgTx, prometheus.CounterValue, float64(p.TransmitBytes), name)
+		up := 0.0
+		if !p.LastHandshakeTime.IsZero() {
+			ch <- prometheus.MustNewConstMetric(c.handshake, prometheus.GaugeValue, float64(p.LastHandshakeTime.UnixNano())/1e9, name)
+			if c.r.Now().Sub(p.LastHandshakeTime) <= handshakeFresh {
+				up = 1
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, name)
+		if rtt, ok := c.r.probes.Load(name); ok {
+			ch <- prometheus.MustNewConstMetric(c.rtt, prometheus.GaugeValue, rtt.(time.Duration).Seconds(), name)
+		}
+	}
+}
+
+// registerCollector adds the gateway's metrics to controller-runtime's
+// registry (served on the metrics address).
+func registerCollector(c *collector) error {
+	if err := ctrlmetrics.Registry.Register(c); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if errors.As(err, &already) {
+			return nil // a second gateway in one process (tests)
+		}
+		return err
+	}
+	return nil
+}

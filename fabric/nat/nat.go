@@ -1,0 +1,373 @@
+// Package nat installs the address translation of ferry's gateway: one
+// nftables table (family inet) that the gateway owns whole and rewrites in
+// one atomic transaction whenever the set of peer clusters changes.
+//
+// # Model
+//
+// The gateway joins this cluster's pod network to those of its peers
+// through one tunnel interface. Each peer is known here by the addresses it
+// has in this cluster (Peer.Addresses: its pod CIDR, remapped when it
+// overlaps ours, and its API server): traffic to them leaves through the
+// tunnel, and traffic coming out of the tunnel is the peer's only when its
+// source is one of them.
+//
+// Two translations make overlapping clusters reachable, both 1:1 prefix
+// mappings (fabric.Mapping) that keep the host bits, so every pod keeps an
+// address of its own on the other side:
+//
+//   - Ingress, destination NAT in prerouting: a new connection arriving from
+//     the tunnel, from one of the peer's addresses, to an address of a
+//     mapping's From (how the peer sees this cluster) is sent to the same
+//     host in To (the real pod address here).
+//   - Egress, source NAT in postrouting: a new connection leaving through
+//     the tunnel, to one of the peer's addresses, from an address of a
+//     mapping's From (a real pod address) leaves from the same host in To
+//     (how the peer knows this cluster).
+//
+// NAT chains see only the first packet of a connection: conntrack
+// translates the rest of it, the replies included, so nothing here matches
+// connection state.
+//
+// A filter chain in the forward hook counts, per peer, what the gateway
+// forwards from the peer out of the tunnel (Rx) and to the peer into it (Tx)
+// in named counter objects ("rx-<peer>", "tx-<peer>"), and optionally clamps
+// the MSS of TCP SYNs crossing the tunnel to the route's MTU. Its policy is
+// accept: the gateway is no firewall.
+//
+// The translation uses the kernel's NETMAP mode of the nat expression
+// (NF_NAT_RANGE_NETMAP, nft's "snat ip prefix to"): the rule gives the
+// whole target prefix as the address range and the kernel keeps the host
+// bits of the packet's address.
+//
+// Apply leaves the counters of the peers it keeps alone, so their values
+// survive any number of updates, and drops those of the peers it removes.
+package nat
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"github.com/ferry-io/ferry/fabric"
+	"github.com/ferry-io/ferry/fabric/netns"
+)
+
+// Peer is one remote cluster as this cluster's gateway sees it.
+type Peer struct {
+	// Name is the peer cluster's ID, a DNS label; it names the peer's
+	// counters.
+	Name string
+	// Addresses are the peer's addresses here (its remapped pod CIDR, its
+	// API server /32): traffic to them leaves through the tunnel; traffic
+	// from the tunnel is the peer's only when its source is in them.
+	Addresses []netip.Prefix
+	// Ingress is destination NAT for new connections arriving from the
+	// tunnel with a source in Addresses: a destination in From goes to the
+	// same host bits in To.
+	Ingress []fabric.Mapping
+	// Egress is source NAT for new connections leaving through the tunnel
+	// to Addresses: a source in From leaves from the same host bits in To.
+	Egress []fabric.Mapping
+}
+
+// Ruleset is everything ferry's gateway installs: one nftables table it
+// owns whole.
+type Ruleset struct {
+	// Table is the nftables table's name (family inet), such as "ferry".
+	Table string
+	// Tunnel is the tunnel interface's name, matched with iifname and
+	// oifname.
+	Tunnel string
+	// ClampMSS clamps the MSS option of TCP SYNs (and SYN-ACKs) forwarded
+	// through the tunnel, in either direction, to what the route's MTU
+	// allows ("rt mtu"). The kernel takes the smaller MTU of the route
+	// onwards and of the route back to the sender, so both directions
+	// are clamped to the narrower path, usually the tunnel's.
+	ClampMSS bool
+	// Peers are the remote clusters.
+	Peers []Peer
+}
+
+// Counters are what the gateway forwarded for one peer.
+type Counters struct {
+	// RxPackets and RxBytes count packets forwarded from the tunnel with a
+	// source among the peer's addresses.
+	RxPackets, RxBytes uint64
+	// TxPackets and TxBytes count packets forwarded into the tunnel to one
+	// of the peer's addresses.
+	TxPackets, TxBytes uint64
+}
+
+// Names of the table's chains and of the peers' counter objects.
+const (
+	chainPrerouting  = "prerouting"
+	chainPostrouting = "postrouting"
+	chainForward     = "forward"
+
+	rxPrefix = "rx-"
+	txPrefix = "tx-"
+)
+
+// applyAttempts bounds how often Apply reads the table and sends its
+// transaction again when the kernel rejects it because the table changed
+// in between (another writer).
+const applyAttempts = 3
+
+// Apply makes the table rs.Table in ns exactly rs, creating it when absent,
+// in one atomic transaction: packets see either the old ruleset or the new
+// one. It returns how many rules the table holds. Applying the same
+// Ruleset again changes nothing; the counters of peers still present keep
+// their values, those of removed peers are deleted, and anything else in
+// the table (chains, sets, objects ferry did not ask for) goes.
+func Apply(ns *netns.Namespace, rs Ruleset) (rules int, err error) {
+	return apply(ns, rs, nil)
+}
+
+// apply is Apply with a hook that tests use to add to the transaction just
+// before it is sent.
+func apply(ns *netns.Namespace, rs Ruleset, hook func(*nftables.Conn, *nftables.Table)) (int, error) {
+	if ns == nil {
+		return 0, errors.New("nat: apply: no network namespace")
+	}
+	if err := rs.Validate(); err != nil {
+		return 0, fmt.Errorf("nat: apply: %w", err)
+	}
+	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()), nftables.AsLasting())
+	if err != nil {
+		return 0, fmt.Errorf("nat: apply table %s in %s: open nftables: %w", rs.Table, ns, err)
+	}
+	defer func() { _ = c.CloseLasting() }()
+	for attempt := 1; ; attempt++ {
+		n, err := applyOnce(c, rs, hook)
+		if err == nil {
+			return n, nil
+		}
+		if attempt == applyAttempts || !changedMeanwhile(err) {
+			return 0, fmt.Errorf("nat: apply table %s in %s: %w", rs.Table, ns, err)
+		}
+	}
+}
+
+// changedMeanwhile reports whether err is what the kernel answers to a
+// transaction built for a table that changed since it was read.
+func changedMeanwhile(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EBUSY)
+}
+
+// applyOnce reads what the table holds and sends one transaction that
+// turns it into rs.
+func applyOnce(c *nftables.Conn, rs Ruleset, hook func(*nftables.Conn, *nftables.Table)) (int, error) {
+	table := &nftables.Table{Name: rs.Table, Family: nftables.TableFamilyINet}
+	cur, err := readTable(c, table)
+	if err != nil {
+		return 0, err
+	}
+	want := buildChains(table)
+	wantCounters := map[string]bool{}
+	for _, p := range rs.Peers {
+		wantCounters[rxPrefix+p.Name] = true
+		wantCounters[txPrefix+p.Name] = true
+	}
+
+	// Creating an existing table is a no-op; flushing it deletes every
+	// rule, which releases the chains, sets and objects they use.
+	c.AddTable(table)
+	keptCounters := map[string]bool{}
+	if cur.exists {
+		c.FlushTable(table)
+		for _, s := range cur.sets {
+			if !s.Anonymous { // anonymous sets go with their rules
+				c.DelSet(s)
+			}
+		}
+		for _, f := range cur.flowtables {
+			c.DelFlowtable(f)
+		}
+		for _, o := range cur.objects {
+			named, ok := o.(*nftables.NamedObj)
+			if ok && named.Type == nftables.ObjTypeCounter && wantCounters[named.Name] {
+				keptCounters[named.Name] = true
+				continue
+			}
+			c.DeleteObject(o)
+		}
+		for _, ch := range cur.chains {
+			if w, ok := want[ch.Name]; ok && sameHook(ch, w) {
+				continue // kept: its rules are flushed, its policy updated
+			}
+			c.DelChain(ch)
+		}
+	}
+	for _, name := range []string{chainPrerouting, chainPostrouting, chainForward} {
+		c.AddChain(want[name])
+	}
+	for _, p := range rs.Peers {
+		for _, name := range []string{rxPrefix + p.Name, txPrefix + p.Name} {
+			if !keptCounters[name] {
+				c.AddObj(&nftables.NamedObj{Table: table, Name: name, Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}})
+			}
+		}
+	}
+	rules := buildRules(rs, want)
+	for _, r := range rules {
+		c.AddRule(r)
+	}
+	if hook != nil {
+		hook(c, table)
+	}
+	if err := c.Flush(); err != nil {
+		return 0, err
+	}
+	return len(rules), nil
+}
+
+// tableState is what a table holds, as far as Apply cares.
+type tableState struct {
+	exists     bool
+	chains     []*nftables.Chain
+	sets       []*nftables.Set
+	flowtables []*nftables.Flowtable
+	objects    []nftables.Obj
+}
+
+// readTable lists what table holds; a missing table is no error.
+func readTable(c *nftables.Conn, table *nftables.Table) (tableState, error) {
+	var st tableState
+	if _, err := c.ListTableOfFamily(table.Name, table.Family); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return st, nil
+		}
+		return st, fmt.Errorf("read the table: %w", err)
+	}
+	st.exists = true
+	chains, err := c.ListChainsOfTableFamily(table.Family)
+	if err != nil {
+		return st, fmt.Errorf("list chains: %w", err)
+	}
+	for _, ch := range chains {
+		if ch.Table != nil && ch.Table.Name == table.Name {
+			ch.Table = table
+			st.chains = append(st.chains, ch)
+		}
+	}
+	if st.sets, err = c.GetSets(table); err != nil {
+		return st, fmt.Errorf("list sets: %w", err)
+	}
+	if st.flowtables, err = c.ListFlowtables(table); err != nil {
+		return st, fmt.Errorf("list flowtables: %w", err)
+	}
+	if st.objects, err = namedObjects(c, table); err != nil {
+		return st, fmt.Errorf("list objects: %w", err)
+	}
+	return st, nil
+}
+
+// namedObjects lists the stateful objects of table. google/nftables
+// v0.3.0 panics on an object type it cannot parse (such as a tunnel
+// object): that is an error here, not a crash of the gateway.
+func namedObjects(c *nftables.Conn, table *nftables.Table) (objs []nftables.Obj, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			objs, err = nil, fmt.Errorf("an object of a type google/nftables cannot parse: %v", r)
+		}
+	}()
+	return c.GetNamedObjects(table)
+}
+
+// buildChains returns the table's base chains by name.
+func buildChains(table *nftables.Table) map[string]*nftables.Chain {
+	accept := nftables.ChainPolicyAccept
+	return map[string]*nftables.Chain{
+		chainPrerouting: {
+			Name: chainPrerouting, Table: table, Type: nftables.ChainTypeNAT,
+			Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &accept,
+		},
+		chainPostrouting: {
+			Name: chainPostrouting, Table: table, Type: nftables.ChainTypeNAT,
+			Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept,
+		},
+		chainForward: {
+			Name: chainForward, Table: table, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept,
+		},
+	}
+}
+
+// sameHook reports whether the existing chain have is the base chain want:
+// same type, hook and priority, which the kernel cannot change in place.
+func sameHook(have, want *nftables.Chain) bool {
+	return have.Type == want.Type &&
+		have.Hooknum != nil && *have.Hooknum == *want.Hooknum &&
+		have.Priority != nil && *have.Priority == *want.Priority
+}
+
+// Remove deletes the table from ns, with everything in it. A missing table
+// is no error.
+func Remove(ns *netns.Namespace, table string) error {
+	if ns == nil {
+		return errors.New("nat: remove: no network namespace")
+	}
+	if table == "" {
+		return errors.New("nat: remove: table is empty")
+	}
+	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
+	if err != nil {
+		return fmt.Errorf("nat: remove table %s in %s: open nftables: %w", table, ns, err)
+	}
+	c.DelTable(&nftables.Table{Name: table, Family: nftables.TableFamilyINet})
+	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("nat: remove table %s in %s: %w", table, ns, err)
+	}
+	return nil
+}
+
+// ReadCounters returns the counters of the peers in the table, by peer
+// name. A missing table is an error that matches fs.ErrNotExist (and
+// unix.ENOENT).
+func ReadCounters(ns *netns.Namespace, table string) (map[string]Counters, error) {
+	if ns == nil {
+		return nil, errors.New("nat: read counters: no network namespace")
+	}
+	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()), nftables.AsLasting())
+	if err != nil {
+		return nil, fmt.Errorf("nat: read counters of table %s in %s: open nftables: %w", table, ns, err)
+	}
+	defer func() { _ = c.CloseLasting() }()
+	t := &nftables.Table{Name: table, Family: nftables.TableFamilyINet}
+	if _, err := c.ListTableOfFamily(table, t.Family); err != nil {
+		return nil, fmt.Errorf("nat: read counters of table %s in %s: %w", table, ns, err)
+	}
+	objs, err := namedObjects(c, t)
+	if err != nil {
+		return nil, fmt.Errorf("nat: read counters of table %s in %s: %w", table, ns, err)
+	}
+	out := map[string]Counters{}
+	for _, o := range objs {
+		named, ok := o.(*nftables.NamedObj)
+		if !ok || named.Type != nftables.ObjTypeCounter {
+			continue
+		}
+		cnt, ok := named.Obj.(*expr.Counter)
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(named.Name, rxPrefix):
+			peer := strings.TrimPrefix(named.Name, rxPrefix)
+			v := out[peer]
+			v.RxPackets, v.RxBytes = cnt.Packets, cnt.Bytes
+			out[peer] = v
+		case strings.HasPrefix(named.Name, txPrefix):
+			peer := strings.TrimPrefix(named.Name, txPrefix)
+			v := out[peer]
+			v.TxPackets, v.TxBytes = cnt.Packets, cnt.Bytes
+			out[peer] = v
+		}
+	}
+	return out, nil
+}
