@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
@@ -189,6 +190,33 @@ func TestDataPathJoinsClustersWithOnePodCIDR(t *testing.T) {
 	dev, err := p.gws["home"].Device()
 	if err != nil || len(dev.Peers) != 1 || dev.Peers[0].LastHandshakeTime.IsZero() {
 		t.Errorf("tunnel %+v, %v", dev, err)
+	}
+
+	// The metrics read the same counters and the tunnel at each scrape.
+	r := &Reconciler{DataPlane: p.gws["home"], Now: time.Now, names: map[string]string{p.keys["eu"].PublicKey().String(): "eu"}}
+	r.probes.Store("eu", rtt)
+	col := newCollector(r)
+	col.setRules(len(p.plans["home"].Peers))
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(col); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			got[f.GetName()] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	for _, name := range []string{"ferry_gateway_peer_sent_packets_total", "ferry_gateway_peer_received_bytes_total",
+		"ferry_gateway_peer_tunnel_sent_bytes_total", "ferry_gateway_peer_last_handshake_timestamp_seconds",
+		"ferry_gateway_peer_round_trip_seconds", "ferry_gateway_peer_up", "ferry_gateway_nat_rules"} {
+		if got[name] <= 0 {
+			t.Errorf("metric %s = %v, want > 0 (all: %v)", name, got[name], got)
+		}
 	}
 
 	// Unpeering: an empty plan removes every link, route and rule.

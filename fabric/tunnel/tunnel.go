@@ -48,6 +48,9 @@ const (
 // Options describe the device Open makes.
 type Options struct {
 	// Name is the link's name (at most 15 bytes; no '/', ':' or spaces).
+	// A userspace device's UAPI socket is /var/run/wireguard/<Name>.sock,
+	// where wgctrl looks for it, whichever the namespace: two live
+	// userspace devices on a host (sharing /var/run) need different names.
 	Name string
 	// MTU is the link's MTU; required.
 	MTU int

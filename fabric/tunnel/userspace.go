@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
@@ -105,11 +106,14 @@ func (u *userspace) serve() {
 	defer u.served.Done()
 	for {
 		c, err := u.uapi.Accept()
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				u.log.Error(err, "UAPI listener failed: the device can no longer be configured")
-			}
+		if errors.Is(err, net.ErrClosed) {
 			return
+		}
+		if err != nil {
+			// Such as EMFILE: wait for it to pass.
+			u.log.Error(err, "Accepting a connection on the UAPI socket")
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
 		go u.dev.IpcHandle(c)
 	}
@@ -137,7 +141,10 @@ func (u *userspace) close() error {
 // opening its sockets in ns. wireguard-go calls Open from whichever
 // goroutine changes the device's state: a UAPI handler on a listen-port
 // change, its TUN event reader when the link comes up. Their threads are in
-// the process's namespace, not the tunnel's.
+// the process's namespace, not the tunnel's. (The event reader brings the
+// device up as soon as the TUN device exists, on recent kernels at least:
+// tun's up-probe, a zero-length write, fails with EINVAL whether the link
+// is up or not.)
 //
 // (Being a wrapper rather than a *conn.StdNetBind, it turns off
 // wireguard-go's route listener, which would be listening in the wrong

@@ -403,40 +403,6 @@ var _ = Describe("Network fabric", Label("fabric"), Ordered, func() {
 		Expect(echo(ctx, web, usAddr, 8081)).NotTo(Succeed())
 		Expect(echo(ctx, web, euAddr, 8080)).To(Succeed(), "eu is still peered")
 	})
-	It("keeps every allocation when every controller restarts", func(ctx context.Context) {
-		before := map[string]map[string]string{}
-		for _, c := range []*testbed.Cluster{consumer, eu, us} {
-			before[c.Name] = allocations(ctx, c)
-			ferries[c.Name].Stop(ctx)
-		}
-		euBefore := framework.WaitPeerNetwork(ctx, consumer, "consumer", "eu")
-		var local ferryv1alpha1.NetworkConfig
-		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: "consumer"}, &local)).To(Succeed())
-		// Gone while nothing runs: the restarted IPAM must make it again,
-		// which shows it ran, with the same external CIDR.
-		Expect(consumer.Client.Delete(ctx, &local)).To(Succeed())
-		for _, c := range []*testbed.Cluster{consumer, eu, us} {
-			start(ctx, c)
-		}
-		Eventually(func(g Gomega) {
-			var again ferryv1alpha1.NetworkConfig
-			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: "consumer"}, &again)).To(Succeed())
-			g.Expect(again.UID).NotTo(Equal(local.UID))
-			g.Expect(again.Spec).To(Equal(local.Spec))
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-		// Give the restarted managers time to act on everything once.
-		Consistently(func(g Gomega) {
-			for _, c := range []*testbed.Cluster{consumer, eu, us} {
-				var cm corev1.ConfigMap
-				g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: fabricctrl.IPAMConfigMap}, &cm)).To(Succeed())
-				var table map[string]string
-				g.Expect(json.Unmarshal([]byte(cm.Data["allocations"]), &table)).To(Succeed())
-				g.Expect(table).To(Equal(before[c.Name]), "allocations of %s", c.Name)
-			}
-		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
-		Expect(framework.WaitPeerNetwork(ctx, consumer, "consumer", "eu")).To(Equal(euBefore))
-	})
-
 	It("resumes a flow through a gateway killed with SIGKILL and restarted", func(ctx context.Context) {
 		needLab()
 		Expect(web).NotTo(BeNil(), "needs the consumer pod of the first data path spec")
@@ -481,5 +447,40 @@ var _ = Describe("Network fabric", Label("fabric"), Ordered, func() {
 		Expect(flow.err()).NotTo(HaveOccurred())
 		tunnelUp(ctx, "eu")
 		GinkgoWriter.Printf("longest pause of the flow during the rotation: %s\n", flow.maxGap())
+	})
+
+	// Last: the managers it restarts stop with it.
+	It("keeps every allocation when every controller restarts", func(ctx context.Context) {
+		before := map[string]map[string]string{}
+		for _, c := range []*testbed.Cluster{consumer, eu, us} {
+			before[c.Name] = allocations(ctx, c)
+			ferries[c.Name].Stop(ctx)
+		}
+		euBefore := framework.WaitPeerNetwork(ctx, consumer, "consumer", "eu")
+		var local ferryv1alpha1.NetworkConfig
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: "consumer"}, &local)).To(Succeed())
+		// Gone while nothing runs: the restarted IPAM must make it again,
+		// which shows it ran, with the same external CIDR.
+		Expect(consumer.Client.Delete(ctx, &local)).To(Succeed())
+		for _, c := range []*testbed.Cluster{consumer, eu, us} {
+			start(ctx, c)
+		}
+		Eventually(func(g Gomega) {
+			var again ferryv1alpha1.NetworkConfig
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: "consumer"}, &again)).To(Succeed())
+			g.Expect(again.UID).NotTo(Equal(local.UID))
+			g.Expect(again.Spec).To(Equal(local.Spec))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		// Give the restarted managers time to act on everything once.
+		Consistently(func(g Gomega) {
+			for _, c := range []*testbed.Cluster{consumer, eu, us} {
+				var cm corev1.ConfigMap
+				g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: fabricctrl.IPAMConfigMap}, &cm)).To(Succeed())
+				var table map[string]string
+				g.Expect(json.Unmarshal([]byte(cm.Data["allocations"]), &table)).To(Succeed())
+				g.Expect(table).To(Equal(before[c.Name]), "allocations of %s", c.Name)
+			}
+		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
+		Expect(framework.WaitPeerNetwork(ctx, consumer, "consumer", "eu")).To(Equal(euBefore))
 	})
 })
