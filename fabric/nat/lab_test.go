@@ -9,16 +9,15 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/ferry-io/ferry/fabric/netns"
+	"github.com/ferry-io/ferry/test/netlab"
 )
 
 // The lab is three network namespaces in a row, dual-stack:
@@ -110,9 +109,9 @@ func newLab(t *testing.T, mtu labMTU) *lab {
 	t.Helper()
 	prefix := randomPrefix(t)
 	l := &lab{
-		client: newNamespace(t, "client"),
-		router: newNamespace(t, "router"),
-		server: newNamespace(t, "server"),
+		client: netlab.Namespace(t, "client"),
+		router: netlab.Namespace(t, "router"),
+		server: netlab.Namespace(t, "server"),
 
 		clientEnd:    prefix + "cr",
 		routerClient: prefix + "rc",
@@ -162,53 +161,6 @@ func randomPrefix(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return "n" + hex.EncodeToString(b)
-}
-
-// newNamespace creates an unnamed network namespace, closed with the test
-// (it goes away once nothing holds it).
-func newNamespace(t *testing.T, name string) *netns.Namespace {
-	t.Helper()
-	h, err := unshareNetNS()
-	if err != nil {
-		t.Fatalf("create namespace %s: %v", name, err)
-	}
-	ns := netns.FromHandle(h, name)
-	t.Cleanup(func() { _ = ns.Close() })
-	nh := linkHandle(t, ns)
-	lo, err := nh.LinkByName("lo")
-	if err == nil {
-		err = nh.LinkSetUp(lo)
-	}
-	if err != nil {
-		t.Fatalf("namespace %s: bring up lo: %v", name, err)
-	}
-	return ns
-}
-
-// unshareNetNS creates a network namespace on a locked thread, keeps a
-// handle to it and puts the thread back. Should that fail, the thread
-// stays locked, and Go ends it with the goroutine.
-func unshareNetNS() (vnetns.NsHandle, error) {
-	runtime.LockOSThread()
-	orig, err := vnetns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return vnetns.None(), err
-	}
-	defer orig.Close()
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return vnetns.None(), fmt.Errorf("unshare: %w", err)
-	}
-	h, herr := vnetns.Get()
-	if err := vnetns.Set(orig); err != nil {
-		if herr == nil {
-			_ = h.Close()
-		}
-		return vnetns.None(), fmt.Errorf("return to the original namespace: %w", err)
-	}
-	runtime.UnlockOSThread()
-	return h, herr
 }
 
 // linkHandle returns a netlink handle in ns, closed with the test.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -158,7 +159,7 @@ func stableCounters(t *testing.T, ns *netns.Namespace) map[string]Counters {
 		if err != nil {
 			t.Fatalf("ReadCounters: %v", err)
 		}
-		if last != nil && mapsEqual(c, last) {
+		if last != nil && maps.Equal(c, last) {
 			return c
 		}
 		if time.Now().After(deadline) {
@@ -167,18 +168,6 @@ func stableCounters(t *testing.T, ns *netns.Namespace) map[string]Counters {
 		last = c
 		time.Sleep(300 * time.Millisecond)
 	}
-}
-
-func mapsEqual(a, b map[string]Counters) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || v != w {
-			return false
-		}
-	}
-	return true
 }
 
 // tableContents is what a table holds, read back from the kernel.
@@ -251,7 +240,7 @@ var wantChains = map[string]string{
 
 func checkContents(t *testing.T, got tableContents, rules int, objects ...string) {
 	t.Helper()
-	if !mapsEqualString(got.chains, wantChains) {
+	if !maps.Equal(got.chains, wantChains) {
 		t.Errorf("chains: %v, want %v", got.chains, wantChains)
 	}
 	for name, p := range got.policies {
@@ -269,18 +258,6 @@ func checkContents(t *testing.T, got tableContents, rules int, objects ...string
 	if len(got.sets) != 0 {
 		t.Errorf("sets: %v, want none", got.sets)
 	}
-}
-
-func mapsEqualString(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || v != w {
-			return false
-		}
-	}
-	return true
 }
 
 // TestApplyIdempotent applies the same ruleset twice: the table is the
@@ -306,7 +283,7 @@ func TestApplyIdempotent(t *testing.T) {
 		t.Errorf("the second Apply installed %d rules, the first %d", n2, n1)
 	}
 	checkContents(t, readContents(t, l.router, testTable), n2, "rx-other", "rx-remote", "tx-other", "tx-remote")
-	if after := stableCounters(t, l.router); !mapsEqual(after, before) {
+	if after := stableCounters(t, l.router); !maps.Equal(after, before) {
 		t.Errorf("counters after the second Apply: %v, want them kept: %v", after, before)
 	}
 
@@ -379,7 +356,7 @@ func TestApplyFailureKeepsRuleset(t *testing.T) {
 	t.Logf("apply fails as it should: %v", err)
 
 	checkContents(t, readContents(t, l.router, testTable), n, "rx-other", "rx-remote", "tx-other", "tx-remote")
-	if after := stableCounters(t, l.router); !mapsEqual(after, before) {
+	if after := stableCounters(t, l.router); !maps.Equal(after, before) {
 		t.Errorf("counters: %v, want them unchanged: %v", after, before)
 	}
 	mustDial(t, l.client, f.client, server, f.server, translate(t, oldMapping, f.client))
@@ -390,7 +367,7 @@ func TestApplyFailureKeepsRuleset(t *testing.T) {
 // removes all of it.
 func TestApplyCleansTable(t *testing.T) {
 	netlab.Require(t)
-	ns := newNamespace(t, "gateway")
+	ns := netlab.Namespace(t, "gateway")
 	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
 	if err != nil {
 		t.Fatal(err)
@@ -434,7 +411,7 @@ func TestApplyCleansTable(t *testing.T) {
 // without an error.
 func TestRemove(t *testing.T) {
 	netlab.Require(t)
-	ns := newNamespace(t, "gateway")
+	ns := netlab.Namespace(t, "gateway")
 	rs := Ruleset{Table: testTable, Tunnel: "wg0", Peers: []Peer{{
 		Name: "east", Addresses: []netip.Prefix{netip.MustParsePrefix("10.71.0.0/16")},
 	}}}

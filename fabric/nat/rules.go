@@ -78,34 +78,36 @@ func buildRules(rs Ruleset, chains map[string]*nftables.Chain) []*nftables.Rule 
 	}
 
 	for _, p := range rs.Peers {
-		for _, m := range p.Ingress {
-			for _, a := range p.Addresses {
-				if !sameFamily(a, m.From) {
-					continue
+		// In from the tunnel: the peer's address is the source and the
+		// destination is translated; out to it, the other way round.
+		for _, d := range []struct {
+			maps             []fabric.Mapping
+			chain, verb, dir string
+			iface            expr.MetaKey
+			nat              expr.NATType
+			ingress          bool
+		}{
+			{p.Ingress, chainPrerouting, "ingress", "from", expr.MetaKeyIIFNAME, expr.NATTypeDestNAT, true},
+			{p.Egress, chainPostrouting, "egress", "to", expr.MetaKeyOIFNAME, expr.NATTypeSourceNAT, false},
+		} {
+			for _, m := range d.maps {
+				for _, a := range p.Addresses {
+					if !sameFamily(a, m.From) {
+						continue
+					}
+					f := familyOf(a)
+					peerOff, fromOff := f.saddrOff, f.daddrOff
+					if !d.ingress {
+						peerOff, fromOff = f.daddrOff, f.saddrOff
+					}
+					add(d.chain,
+						fmt.Sprintf("ferry peer %s: %s %s %s %s", p.Name, d.verb, m, d.dir, a),
+						matchNFProto(f),
+						matchIfname(d.iface, rs.Tunnel),
+						matchPrefix(peerOff, a),
+						matchPrefix(fromOff, m.From),
+						netmap(d.nat, f, m))
 				}
-				f := familyOf(a)
-				add(chainPrerouting,
-					fmt.Sprintf("ferry peer %s: ingress %s from %s", p.Name, m, a),
-					matchNFProto(f),
-					matchIfname(expr.MetaKeyIIFNAME, rs.Tunnel),
-					matchPrefix(f.saddrOff, a),
-					matchPrefix(f.daddrOff, m.From),
-					netmap(expr.NATTypeDestNAT, f, m))
-			}
-		}
-		for _, m := range p.Egress {
-			for _, a := range p.Addresses {
-				if !sameFamily(a, m.From) {
-					continue
-				}
-				f := familyOf(a)
-				add(chainPostrouting,
-					fmt.Sprintf("ferry peer %s: egress %s to %s", p.Name, m, a),
-					matchNFProto(f),
-					matchIfname(expr.MetaKeyOIFNAME, rs.Tunnel),
-					matchPrefix(f.daddrOff, a),
-					matchPrefix(f.saddrOff, m.From),
-					netmap(expr.NATTypeSourceNAT, f, m))
 			}
 		}
 	}

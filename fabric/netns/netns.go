@@ -13,6 +13,7 @@ import (
 	"runtime"
 
 	vnetns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Namespace is an open network namespace.
@@ -80,4 +81,50 @@ func (n *Namespace) Do(f func() error) error {
 	}
 	runtime.UnlockOSThread()
 	return ferr
+}
+
+// New makes a new, unnamed network namespace (nothing but a loopback,
+// down) without changing the calling thread's: it unshares on a thread of
+// its own and switches that thread back; should that fail, the thread
+// stays locked and Go ends it with its goroutine. The namespace lives while
+// the returned Namespace (or anything else) holds it.
+func New(name string) (*Namespace, error) {
+	type result struct {
+		h   vnetns.NsHandle
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := vnetns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			c <- result{vnetns.None(), fmt.Errorf("read the thread's network namespace: %w", err)}
+			return
+		}
+		defer orig.Close()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			c <- result{vnetns.None(), fmt.Errorf("unshare the network namespace: %w", err)}
+			return
+		}
+		h, gerr := vnetns.Get()
+		if err := vnetns.Set(orig); err != nil {
+			if gerr == nil {
+				_ = h.Close()
+			}
+			c <- result{vnetns.None(), fmt.Errorf("switch back to the original network namespace: %w", err)}
+			return // locked: the thread ends with the goroutine
+		}
+		runtime.UnlockOSThread()
+		if gerr != nil {
+			gerr = fmt.Errorf("open the new network namespace: %w", gerr)
+		}
+		c <- result{h, gerr}
+	}()
+	r := <-c
+	if r.err != nil {
+		return nil, fmt.Errorf("new network namespace %s: %w", name, r.err)
+	}
+	return &Namespace{handle: r.h, path: name}, nil
 }

@@ -22,7 +22,7 @@ import (
 func TestEnableForwarding(t *testing.T) {
 	netlab.Require(t)
 	n := newNames()
-	target := newNS(t, "target")
+	target := netlab.Namespace(t, "target")
 	l, spare := n.Link("a"), n.Link("b")
 	stub(t, target, l)
 	stub(t, target, spare)
@@ -89,7 +89,7 @@ func TestEnableForwarding(t *testing.T) {
 func TestUnderlayMTU(t *testing.T) {
 	netlab.Require(t)
 	n := newNames()
-	ns := newNS(t, "mtu")
+	ns := netlab.Namespace(t, "mtu")
 	h := handle(t, ns)
 
 	if _, err := UnderlayMTU(ns); err == nil {

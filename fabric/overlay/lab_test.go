@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/ferry-io/ferry/fabric/netns"
@@ -41,43 +40,6 @@ func newNames() names {
 // Link is the name of one of ferry's links, Bed one of the test bed's.
 func (n names) Link(role string) string { return n.Ferry + role }
 func (n names) Bed(role string) string  { return n.bed + role }
-
-// newNS makes an unnamed network namespace, with loopback up, that lives
-// until the test ends.
-func newNS(t *testing.T, name string) *netns.Namespace {
-	t.Helper()
-	runtime.LockOSThread()
-	orig, err := vnetns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("namespace %s: read the thread's namespace: %v", name, err)
-	}
-	defer orig.Close()
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("namespace %s: unshare: %v", name, err)
-	}
-	h, getErr := vnetns.Get()
-	if err := vnetns.Set(orig); err != nil {
-		// The thread stays locked, and ends with the test's goroutine.
-		t.Fatalf("namespace %s: switch back: %v", name, err)
-	}
-	runtime.UnlockOSThread()
-	if getErr != nil {
-		t.Fatalf("namespace %s: open it: %v", name, getErr)
-	}
-	ns := netns.FromHandle(h, name)
-	t.Cleanup(func() { ns.Close() })
-	nl := handle(t, ns)
-	lo, err := nl.LinkByName("lo")
-	if err == nil {
-		err = nl.LinkSetUp(lo)
-	}
-	if err != nil {
-		t.Fatalf("namespace %s: bring up loopback: %v", name, err)
-	}
-	return ns
-}
 
 // handle is a netlink handle in ns for the test bed's own configuration.
 func handle(t *testing.T, ns *netns.Namespace) *netlink.Handle {

@@ -39,10 +39,10 @@ const (
 func newBed(t *testing.T) *bed {
 	b := &bed{
 		n:       newNames(),
-		pod:     newNS(t, "pod"),
-		node:    newNS(t, "node"),
-		gateway: newNS(t, "gateway"),
-		remot:   newNS(t, "remote"),
+		pod:     netlab.Namespace(t, "pod"),
+		node:    netlab.Namespace(t, "node"),
+		gateway: netlab.Namespace(t, "gateway"),
+		remot:   netlab.Namespace(t, "remote"),
 	}
 	n := b.n
 	// Underlay.

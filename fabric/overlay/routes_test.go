@@ -23,7 +23,7 @@ import (
 func TestSyncRoutes(t *testing.T) {
 	netlab.Require(t)
 	n := newNames()
-	ns := newNS(t, "routes")
+	ns := netlab.Namespace(t, "routes")
 	a, b := n.Link("a"), n.Link("b")
 	stub(t, ns, a)
 	stub(t, ns, b)

@@ -19,7 +19,7 @@ import (
 func TestEnsureVXLAN(t *testing.T) {
 	netlab.Require(t)
 	n := newNames()
-	ns := newNS(t, "vxlan")
+	ns := netlab.Namespace(t, "vxlan")
 	name := n.Link("vx")
 	h := handle(t, ns)
 	get := func() *netlink.Vxlan {
@@ -167,7 +167,7 @@ func TestVXLANValidation(t *testing.T) {
 func TestSetNeighbor(t *testing.T) {
 	netlab.Require(t)
 	n := newNames()
-	ns := newNS(t, "neigh")
+	ns := netlab.Namespace(t, "neigh")
 	vx := n.Link("vx")
 	if err := EnsureVXLAN(ns, VXLAN{Name: vx, MTU: 1450, Remote: netip.MustParseAddr("198.18.0.2")}); err != nil {
 		t.Fatal(err)

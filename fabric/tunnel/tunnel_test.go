@@ -50,49 +50,6 @@ var prefix = func() string {
 	return "ft" + hex.EncodeToString(b)
 }()
 
-// newNS makes an unnamed network namespace with loopback up, released when
-// the test ends.
-func newNS(t testing.TB, name string) *netns.Namespace {
-	t.Helper()
-	h, err := func() (vnetns.NsHandle, error) {
-		runtime.LockOSThread()
-		orig, err := vnetns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			return -1, err
-		}
-		defer orig.Close()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			return -1, fmt.Errorf("unshare: %w", err)
-		}
-		h, herr := vnetns.Get()
-		if err := vnetns.Set(orig); err != nil {
-			// Leave the thread locked: Go ends it with the goroutine.
-			if herr == nil {
-				h.Close()
-			}
-			return -1, fmt.Errorf("switch back: %w", err)
-		}
-		runtime.UnlockOSThread()
-		return h, herr
-	}()
-	if err != nil {
-		t.Fatalf("new network namespace: %v", err)
-	}
-	ns := netns.FromHandle(h, name)
-	t.Cleanup(func() { ns.Close() })
-	nl := nlHandle(t, ns)
-	lo, err := nl.LinkByName("lo")
-	if err == nil {
-		err = nl.LinkSetUp(lo)
-	}
-	if err != nil {
-		t.Fatalf("bring up loopback in %s: %v", name, err)
-	}
-	return ns
-}
-
 func nlHandle(t testing.TB, ns *netns.Namespace) *netlink.Handle {
 	t.Helper()
 	h, err := netlink.NewHandleAt(ns.Handle(), unix.NETLINK_ROUTE)
@@ -152,9 +109,9 @@ func pairOf(t testing.TB, name string, userspace bool) (a, b *gateway) {
 // their keys.
 func linkedGateways(t testing.TB, name string) (a, b *gateway) {
 	t.Helper()
-	a = &gateway{name: name + "a", ns: newNS(t, "gw-a"), port: 51820,
+	a = &gateway{name: name + "a", ns: netlab.Namespace(t, "gw-a"), port: 51820,
 		outer: netip.MustParseAddr("198.18.0.1"), inner: netip.MustParseAddr("198.19.0.1")}
-	b = &gateway{name: name + "b", ns: newNS(t, "gw-b"), port: 51821,
+	b = &gateway{name: name + "b", ns: netlab.Namespace(t, "gw-b"), port: 51821,
 		outer: netip.MustParseAddr("198.18.0.2"), inner: netip.MustParseAddr("198.19.0.2")}
 
 	nlA, nlB := nlHandle(t, a.ns), nlHandle(t, b.ns)
@@ -549,7 +506,7 @@ func TestMTUChangeReadInNamespace(t *testing.T) {
 		logs = append(logs, args)
 		mu.Unlock()
 	}, funcr.Options{Verbosity: 1})
-	ns := newNS(t, "gw")
+	ns := netlab.Namespace(t, "gw")
 	openDeviceWith(t, ns, Options{Name: name, MTU: 1420, ForceUserspace: true, Logger: log})
 	nl := nlHandle(t, ns)
 	link, err := nl.LinkByName(name)
@@ -590,7 +547,7 @@ func sockPath(name string) string { return filepath.Join(uapiDir, name+".sock") 
 func TestCloseRemovesLinkAndSocket(t *testing.T) {
 	netlab.Require(t)
 	name := prefix + "wc"
-	ns := newNS(t, "gw")
+	ns := netlab.Namespace(t, "gw")
 	d, err := Open(ns, Options{Name: name, MTU: 1420, ForceUserspace: true})
 	if err != nil {
 		t.Fatal(err)
@@ -677,7 +634,7 @@ func TestOpenWithExistingLink(t *testing.T) {
 	netlab.Require(t)
 	t.Run("persistent TUN", func(t *testing.T) {
 		name := prefix + "wt"
-		ns := newNS(t, "gw")
+		ns := netlab.Namespace(t, "gw")
 		nl := nlHandle(t, ns)
 		tap := &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: name}, Mode: netlink.TUNTAP_MODE_TUN,
 			Flags: netlink.TUNTAP_NO_PI | netlink.TUNTAP_VNET_HDR}
@@ -710,7 +667,7 @@ func TestOpenWithExistingLink(t *testing.T) {
 	})
 	t.Run("TUN in use", func(t *testing.T) {
 		name := prefix + "wu"
-		ns := newNS(t, "gw")
+		ns := netlab.Namespace(t, "gw")
 		d := openDevice(t, ns, name+"x")
 		// Rename the first device's link to the name the second wants: its
 		// TUN device is held.
@@ -743,7 +700,7 @@ func TestOpenWithExistingLink(t *testing.T) {
 	})
 	t.Run("not a tunnel", func(t *testing.T) {
 		name := prefix + "wd"
-		ns := newNS(t, "gw")
+		ns := netlab.Namespace(t, "gw")
 		nl := nlHandle(t, ns)
 		if err := nl.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
 			t.Fatal(err)
@@ -768,8 +725,8 @@ func TestOpenWithExistingLink(t *testing.T) {
 func TestOpenRefusesLiveSocket(t *testing.T) {
 	netlab.Require(t)
 	name := prefix + "wl"
-	first := openDevice(t, newNS(t, "gw-1"), name)
-	ns2 := newNS(t, "gw-2")
+	first := openDevice(t, netlab.Namespace(t, "gw-1"), name)
+	ns2 := netlab.Namespace(t, "gw-2")
 	if d, err := Open(ns2, Options{Name: name, MTU: 1420, ForceUserspace: true}); err == nil {
 		d.Close()
 		t.Fatal("a second device took over the first one's UAPI socket")
@@ -795,7 +752,7 @@ func TestOpenRefusesLiveSocket(t *testing.T) {
 func TestOpenAfterCrash(t *testing.T) {
 	netlab.Require(t)
 	name := prefix + "wk"
-	crashed := newNS(t, "crashed gateway")
+	crashed := netlab.Namespace(t, "crashed gateway")
 	h := startHelper(t, "ferry", crashed, name)
 	if _, err := nlHandle(t, crashed).LinkByName(name); err != nil {
 		t.Fatalf("the helper's link: %v", err)
@@ -806,7 +763,7 @@ func TestOpenAfterCrash(t *testing.T) {
 		t.Fatalf("the killed helper left no socket (%v): the test proves nothing", err)
 	}
 
-	ns := newNS(t, "restarted gateway")
+	ns := netlab.Namespace(t, "restarted gateway")
 	d := openDevice(t, ns, name)
 	key, _ := wgtypes.GeneratePrivateKey()
 	port := 51999
@@ -943,7 +900,7 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 func TestKernelDevice(t *testing.T) {
 	netlab.Require(t)
 	name := prefix + "wx"
-	probe := newNS(t, "probe")
+	probe := netlab.Namespace(t, "probe")
 	d, err := Open(probe, Options{Name: name, MTU: 1420})
 	if err != nil {
 		t.Fatal(err)

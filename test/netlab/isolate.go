@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/ferry-io/ferry/fabric/netns"
 )
 
 // envIsolated marks a test binary re-executed in its own network namespace.
@@ -105,4 +107,25 @@ func Require(t testing.TB) {
 	if !Isolated() {
 		t.Skip("needs root: network tests run in a network namespace of their own (netlab.Main)")
 	}
+}
+
+// Namespace makes a new, unnamed network namespace with its loopback up,
+// released when the test ends, for tests that build their own topology.
+func Namespace(tb testing.TB, name string) *netns.Namespace {
+	tb.Helper()
+	ns, err := netns.New(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = ns.Close() })
+	if err := inNS(ns, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err == nil {
+			err = netlink.LinkSetUp(lo)
+		}
+		return err
+	}); err != nil {
+		tb.Fatalf("namespace %s: bring up loopback: %v", name, err)
+	}
+	return ns
 }

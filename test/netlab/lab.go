@@ -44,12 +44,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 
 	"github.com/vishvananda/netlink"
-	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/ferry-io/ferry/fabric/netns"
@@ -236,11 +234,10 @@ func (l *Lab) newNamespace(label string, router bool) (*netns.Namespace, error) 
 	if l.closed {
 		return nil, ErrClosed
 	}
-	h, err := unshareNet()
+	ns, err := netns.New(l.Prefix + ":" + label)
 	if err != nil {
-		return nil, fmt.Errorf("netlab: make namespace %s: %w", label, err)
+		return nil, fmt.Errorf("netlab: %w", err)
 	}
-	ns := netns.FromHandle(h, l.Prefix+":"+label)
 	l.namespaces = append(l.namespaces, ns)
 	err = inNS(ns, func() error {
 		lo, err := netlink.LinkByName("lo")
@@ -270,48 +267,6 @@ func (l *Lab) forget(nss ...*netns.Namespace) {
 	l.namespaces = slices.DeleteFunc(l.namespaces, func(ns *netns.Namespace) bool {
 		return slices.Contains(nss, ns)
 	})
-}
-
-// unshareNet makes a new network namespace and returns a handle to it,
-// without changing the calling thread's namespace: it unshares on a thread
-// of its own, switches that thread back, and should that fail, leaves the
-// thread locked so that Go ends it with the goroutine.
-func unshareNet() (vnetns.NsHandle, error) {
-	type result struct {
-		h   vnetns.NsHandle
-		err error
-	}
-	c := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := vnetns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			c <- result{vnetns.None(), fmt.Errorf("read the thread's namespace: %w", err)}
-			return
-		}
-		defer orig.Close()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			c <- result{vnetns.None(), fmt.Errorf("unshare: %w", err)}
-			return
-		}
-		h, gerr := vnetns.Get()
-		if err := vnetns.Set(orig); err != nil {
-			if gerr == nil {
-				_ = h.Close()
-			}
-			c <- result{vnetns.None(), fmt.Errorf("switch back to the original namespace: %w", err)}
-			return // locked: the thread ends with the goroutine
-		}
-		runtime.UnlockOSThread()
-		if gerr != nil {
-			gerr = fmt.Errorf("open the new namespace: %w", gerr)
-		}
-		c <- result{h, gerr}
-	}()
-	r := <-c
-	return r.h, r.err
 }
 
 // inNS runs f in ns (Namespace.Do) on a goroutine of its own, so that a
