@@ -15,13 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/ferry-io/ferry/api/placement"
+	"github.com/ferry-io/ferry/api/quota"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
-	"github.com/ferry-io/ferry/controllers/peeringquota"
 )
 
 func testScheme() *runtime.Scheme {
@@ -197,7 +198,7 @@ func TestShadowPodValidatorIdentityAndQuota(t *testing.T) {
 			Spec: ferryv1alpha1.PeeringQuotaSpec{ConsumerClusterID: "c1", Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&ferryv1alpha1.PeeringQuota{}).
-		WithIndex(&ferryv1alpha1.PeeringQuota{}, peeringquota.ConsumerIndex, func(o client.Object) []string {
+		WithIndex(&ferryv1alpha1.PeeringQuota{}, quota.ConsumerIndex, func(o client.Object) []string {
 			return []string{string(o.(*ferryv1alpha1.PeeringQuota).Spec.ConsumerClusterID)}
 		}).Build()
 	v := &ShadowPodValidator{Reader: c, APIReader: c, Writer: c, Decoder: admission.NewDecoder(s)}
@@ -238,5 +239,124 @@ func TestShadowPodValidatorIdentityAndQuota(t *testing.T) {
 	}
 	if len(q.Status.Reservations) != 2 {
 		t.Errorf("reservations %v, want the two admitted ShadowPods", q.Status.Reservations)
+	}
+}
+
+// TestShadowPodValidatorChargesUpdatesAndNeverLeaks: an update that raises
+// a ShadowPod's requests is charged (its increase only, once used counts
+// it), one that lowers them is not; a reservation made in one quota is
+// taken back when another quota of the same consumer denies.
+func TestShadowPodValidatorChargesUpdatesAndNeverLeaks(t *testing.T) {
+	ctx := context.Background()
+	s := testScheme()
+	quotaOf := func(name string, limits corev1.ResourceList) *ferryv1alpha1.PeeringQuota {
+		return &ferryv1alpha1.PeeringQuota{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ferry-tenant-c1"},
+			Spec: ferryv1alpha1.PeeringQuotaSpec{ConsumerClusterID: "c1", Limits: limits}}
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "twin-c1", Labels: map[string]string{ferryv1alpha1.LabelOriginCluster: "c1", ferryv1alpha1.LabelOriginNamespace: "shop"}}},
+		quotaOf("a-cpu", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}),
+		quotaOf("b-memory", corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}),
+	).WithStatusSubresource(&ferryv1alpha1.PeeringQuota{}).
+		WithIndex(&ferryv1alpha1.PeeringQuota{}, quota.ConsumerIndex, func(o client.Object) []string {
+			return []string{string(o.(*ferryv1alpha1.PeeringQuota).Spec.ConsumerClusterID)}
+		}).Build()
+	v := &ShadowPodValidator{Reader: c, APIReader: c, Writer: c, Decoder: admission.NewDecoder(s)}
+	sp := func(name string, generation int64, cpu, memory string) *ferryv1alpha1.ShadowPod {
+		return &ferryv1alpha1.ShadowPod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: k8stypes.UID("uid-" + name), Generation: generation},
+			Spec: ferryv1alpha1.ShadowPodSpec{ConsumerClusterID: "c1", Template: ferryv1alpha1.ShadowPodTemplate{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}}}}}}}}
+	}
+	reservations := func(name string) []ferryv1alpha1.QuotaReservation {
+		var q ferryv1alpha1.PeeringQuota
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "ferry-tenant-c1", Name: name}, &q); err != nil {
+			t.Fatal(err)
+		}
+		return q.Status.Reservations
+	}
+	expect := func(what string, resp admission.Response, denied string) {
+		t.Helper()
+		switch {
+		case denied == "" && !resp.Allowed:
+			t.Errorf("%s: denied: %s", what, resp.Result.Message)
+		case denied != "" && (resp.Allowed || !strings.Contains(resp.Result.Message, denied)):
+			t.Errorf("%s: allowed %v, message %q, want a denial with %q", what, resp.Allowed, resp.Result.Message, denied)
+		}
+	}
+
+	expect("a pod over the memory quota", v.Handle(ctx, admissionRequest(admissionv1.Create, "twin-c1", sp("big", 1, "100m", "2Gi"), nil)), "memory")
+	if r := reservations("a-cpu"); len(r) != 0 {
+		t.Errorf("the cpu quota keeps a reservation for a ShadowPod another quota refused: %v", r)
+	}
+
+	expect("create 600m", v.Handle(ctx, admissionRequest(admissionv1.Create, "twin-c1", sp("web", 1, "600m", "100Mi"), nil)), "")
+	expect("raise to 1100m while its create is pending", v.Handle(ctx, admissionRequest(admissionv1.Update, "twin-c1", sp("web", 2, "1100m", "100Mi"), sp("web", 1, "600m", "100Mi"))), "cpu")
+	expect("raise to 900m", v.Handle(ctx, admissionRequest(admissionv1.Update, "twin-c1", sp("web", 2, "900m", "100Mi"), sp("web", 1, "600m", "100Mi"))), "")
+	if r := reservations("a-cpu"); len(r) != 1 || r[0].Generation != 2 || r[0].Requests.Cpu().String() != "900m" {
+		t.Errorf("cpu reservations %v, want one of 900m at generation 2", r)
+	}
+
+	// The quota controller counts web at 900m: used holds it, the
+	// reservation is folded in.
+	var q ferryv1alpha1.PeeringQuota
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ferry-tenant-c1", Name: "a-cpu"}, &q); err != nil {
+		t.Fatal(err)
+	}
+	q.Status.Reservations = nil
+	q.Status.Used = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("900m")}
+	if err := c.Status().Update(ctx, &q); err != nil {
+		t.Fatal(err)
+	}
+	expect("lower to 500m", v.Handle(ctx, admissionRequest(admissionv1.Update, "twin-c1", sp("web", 3, "500m", "100Mi"), sp("web", 2, "900m", "100Mi"))), "")
+	if r := reservations("a-cpu"); len(r) != 0 {
+		t.Errorf("a decrease reserved %v", r)
+	}
+	expect("raise by 200m over 900m used", v.Handle(ctx, admissionRequest(admissionv1.Update, "twin-c1", sp("web", 3, "1100m", "100Mi"), sp("web", 2, "900m", "100Mi"))), "cpu")
+	expect("raise by 100m over 900m used", v.Handle(ctx, admissionRequest(admissionv1.Update, "twin-c1", sp("web", 3, "1", "100Mi"), sp("web", 2, "900m", "100Mi"))), "")
+	if r := reservations("a-cpu"); len(r) != 1 || r[0].Requests.Cpu().String() != "100m" {
+		t.Errorf("cpu reservations %v, want the 100m increase only", r)
+	}
+}
+
+// TestShadowPodValidatorPodSecurity: a consumer's template must meet its
+// level (baseline when its ForeignCluster names none); a write that keeps
+// the template passes even under a level tightened since.
+func TestShadowPodValidatorPodSecurity(t *testing.T) {
+	ctx := context.Background()
+	s := testScheme()
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "twin-c1", Labels: map[string]string{ferryv1alpha1.LabelOriginCluster: "c1", ferryv1alpha1.LabelOriginNamespace: "shop"}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "twin-c2", Labels: map[string]string{ferryv1alpha1.LabelOriginCluster: "c2", ferryv1alpha1.LabelOriginNamespace: "shop"}}},
+		&ferryv1alpha1.ForeignCluster{ObjectMeta: metav1.ObjectMeta{Name: "c2"}, Spec: ferryv1alpha1.ForeignClusterSpec{ClusterID: "c2", Role: ferryv1alpha1.RoleConsumer, PodSecurity: ferryv1alpha1.PodSecurityRestricted}},
+	).WithIndex(&ferryv1alpha1.PeeringQuota{}, quota.ConsumerIndex, func(o client.Object) []string {
+		return []string{string(o.(*ferryv1alpha1.PeeringQuota).Spec.ConsumerClusterID)}
+	}).Build()
+	v := &ShadowPodValidator{Reader: c, APIReader: c, Writer: c, Decoder: admission.NewDecoder(s)}
+	sp := func(consumer string, sc *corev1.SecurityContext) *ferryv1alpha1.ShadowPod {
+		return &ferryv1alpha1.ShadowPod{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "uid-web", Labels: map[string]string{ferryv1alpha1.LabelOriginCluster: consumer}},
+			Spec: ferryv1alpha1.ShadowPodSpec{ConsumerClusterID: ferryv1alpha1.ClusterID(consumer), Template: ferryv1alpha1.ShadowPodTemplate{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "app", Image: "app", SecurityContext: sc}}}}}}
+	}
+	privileged := &corev1.SecurityContext{Privileged: ptr.To(true)}
+	for _, tt := range []struct {
+		name   string
+		req    admission.Request
+		denied string
+	}{
+		{"baseline by default: privileged refused", admissionRequest(admissionv1.Create, "twin-c1", sp("c1", privileged), nil),
+			`spec.template: consumer c1's pods must meet the baseline level here: violates PodSecurity "baseline:latest": privileged (container "app" must not set securityContext.privileged=true)`},
+		{"baseline: a plain pod passes", admissionRequest(admissionv1.Create, "twin-c1", sp("c1", nil), nil), ""},
+		{"restricted: a plain pod refused", admissionRequest(admissionv1.Create, "twin-c2", sp("c2", nil), nil), `"restricted:latest"`},
+		{"restricted: an update keeping the template passes", admissionRequest(admissionv1.Update, "twin-c2", sp("c2", nil), sp("c2", nil)), ""},
+		{"restricted: an update changing it is checked", admissionRequest(admissionv1.Update, "twin-c2", sp("c2", privileged), sp("c2", nil)), "privileged"},
+	} {
+		resp := v.Handle(ctx, tt.req)
+		switch {
+		case tt.denied == "" && !resp.Allowed:
+			t.Errorf("%s: denied: %s", tt.name, resp.Result.Message)
+		case tt.denied != "" && (resp.Allowed || !strings.Contains(resp.Result.Message, tt.denied)):
+			t.Errorf("%s: allowed %v, message %q, want a denial with %q", tt.name, resp.Allowed, resp.Result.Message, tt.denied)
+		}
 	}
 }

@@ -17,13 +17,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/ferry-io/ferry/api/quota"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
-	"github.com/ferry-io/ferry/controllers/peeringquota"
 	"github.com/ferry-io/ferry/webhooks/certrotator"
 )
 
@@ -60,6 +61,9 @@ type Options struct {
 	// empty).
 	MutatingConfigurations, ValidatingConfigurations []string
 	MetricsAddr, HealthAddr                          string
+	// MetricsSecure serves metrics over HTTPS to authenticated and
+	// authorized clients only.
+	MetricsSecure bool
 }
 
 // NewManager returns a manager serving every ferry webhook (it caches only
@@ -94,13 +98,13 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 peering.Scheme(),
 		WebhookServer:          webhook.NewServer(serverOpts),
-		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                metricsOptions(opts.MetricsAddr, opts.MetricsSecure),
 		HealthProbeBindAddress: opts.HealthAddr,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build manager: %w", err)
 	}
-	if err := peeringquota.IndexConsumer(ctx, mgr); err != nil {
+	if err := quota.IndexConsumer(ctx, mgr); err != nil {
 		return nil, fmt.Errorf("index PeeringQuotas by consumer: %w", err)
 	}
 	if rotator != nil {
@@ -123,6 +127,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 // +kubebuilder:rbac:groups="",namespace=ferry-system,resources=secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=ferry.io,resources=namespaceoffloadings,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ferry.io,resources=peeringquotas,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ferry.io,resources=peeringquotas/status,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
@@ -197,4 +202,18 @@ func ParseSecretRef(s string) (client.ObjectKey, error) {
 		}
 	}
 	return client.ObjectKey{Namespace: ns, Name: name}, nil
+}
+
+// Authenticating and authorizing metrics clients:
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsOptions serves metrics at addr; secure, over HTTPS (a self-signed
+// certificate) to clients the API server authenticates and authorizes for
+// GET /metrics.
+func metricsOptions(addr string, secure bool) metricsserver.Options {
+	if !secure {
+		return metricsserver.Options{BindAddress: addr}
+	}
+	return metricsserver.Options{BindAddress: addr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
 }

@@ -8,16 +8,20 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/ferry-io/ferry/api/podsecurity"
+	"github.com/ferry-io/ferry/api/quota"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
-	"github.com/ferry-io/ferry/controllers/peeringquota"
 )
 
 // maxQuotaAttempts bounds how often a charge is retried after losing a
@@ -55,7 +59,7 @@ func (v *ShadowPodValidator) Handle(ctx context.Context, req admission.Request) 
 	if err := v.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, &ns); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("read namespace %s: %w", req.Namespace, err))
 	}
-	owner := peeringquota.ConsumerOfTwin(&ns)
+	owner := quota.ConsumerOfTwin(&ns)
 	requester, err := v.requestingConsumer(ctx, req.UserInfo.Username)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -76,10 +80,34 @@ func (v *ShadowPodValidator) Handle(ctx context.Context, req admission.Request) 
 			return admission.Denied(errs.ToAggregate().Error())
 		}
 	}
-	if req.Operation != admissionv1.Create || owner == "" || !peeringquota.Counts(sp) {
+	if owner == "" {
 		return admission.Allowed("")
 	}
-	return v.charge(ctx, owner, sp)
+	var old *ferryv1alpha1.ShadowPod
+	if req.Operation == admissionv1.Update {
+		old = &ferryv1alpha1.ShadowPod{}
+		if err := v.Decoder.DecodeRaw(req.OldObject, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode old ShadowPod: %w", err))
+		}
+	}
+	// Pod security: every new template, whoever writes it. A write that
+	// leaves the template alone (labels, finalizers) passes, so a level
+	// tightened later does not wedge ShadowPods admitted before.
+	if old == nil || !equality.Semantic.DeepEqual(old.Spec.Template, sp.Spec.Template) {
+		var fcs ferryv1alpha1.ForeignClusterList
+		if err := v.Reader.List(ctx, &fcs); err != nil {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("list ForeignClusters: %w", err))
+		}
+		level := podsecurity.LevelOf(fcs.Items, owner)
+		meta := metav1.ObjectMeta{Labels: sp.Spec.Template.Metadata.Labels, Annotations: sp.Spec.Template.Metadata.Annotations}
+		if err := podsecurity.Check(level, &meta, &sp.Spec.Template.Spec); err != nil {
+			return admission.Denied(fmt.Sprintf("spec.template: consumer %s's pods must meet the %s level here: %v", owner, level, err))
+		}
+	}
+	if !quota.Counts(sp) {
+		return admission.Allowed("")
+	}
+	return v.charge(ctx, owner, old, sp)
 }
 
 // requestingConsumer is the consumer whose credential made the request, or
@@ -101,47 +129,95 @@ func (v *ShadowPodValidator) requestingConsumer(ctx context.Context, username st
 	return ferryv1alpha1.ClusterID(tenant.Labels[ferryv1alpha1.LabelOriginCluster]), nil
 }
 
-// charge reserves sp's requests in every quota of consumer, or denies.
-func (v *ShadowPodValidator) charge(ctx context.Context, consumer ferryv1alpha1.ClusterID, sp *ferryv1alpha1.ShadowPod) admission.Response {
+// charge reserves sp's requests (a create, old nil) or their increase over
+// old's (an update) in every quota of consumer, or denies; a denial takes
+// back what this admission reserved in the quotas before.
+func (v *ShadowPodValidator) charge(ctx context.Context, consumer ferryv1alpha1.ClusterID, old, sp *ferryv1alpha1.ShadowPod) admission.Response {
 	var quotas ferryv1alpha1.PeeringQuotaList
-	if err := v.Reader.List(ctx, &quotas, client.MatchingFields{peeringquota.ConsumerIndex: string(consumer)}); err != nil {
+	if err := v.Reader.List(ctx, &quotas, client.MatchingFields{quota.ConsumerIndex: string(consumer)}); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("list PeeringQuotas of consumer %s: %w", consumer, err))
 	}
+	var made []reservation
 	for i := range quotas.Items {
-		if resp := v.reserve(ctx, &quotas.Items[i], sp); !resp.Allowed {
+		r, resp := v.reserve(ctx, &quotas.Items[i], old, sp)
+		if !resp.Allowed {
+			for _, r := range made {
+				v.release(ctx, r, sp.UID)
+			}
 			return resp
+		}
+		if r != nil {
+			made = append(made, *r)
 		}
 	}
 	return admission.Allowed("")
 }
 
-func (v *ShadowPodValidator) reserve(ctx context.Context, q *ferryv1alpha1.PeeringQuota, sp *ferryv1alpha1.ShadowPod) admission.Response {
+// reservation is one this admission wrote: in which quota, and the
+// ShadowPod's reservation there before (nil when it had none).
+type reservation struct {
+	quota client.ObjectKey
+	prior *ferryv1alpha1.QuotaReservation
+}
+
+func (v *ShadowPodValidator) reserve(ctx context.Context, q *ferryv1alpha1.PeeringQuota, old, sp *ferryv1alpha1.ShadowPod) (*reservation, admission.Response) {
 	now := time.Now
 	if v.Now != nil {
 		now = v.Now
 	}
 	key := client.ObjectKeyFromObject(q)
 	for attempt := 1; ; attempt++ {
-		exceeded, changed := peeringquota.Reserve(q, sp, now())
+		prior := quota.ReservationOf(q, sp.UID)
+		var exceeded []string
+		var changed bool
+		if old == nil {
+			exceeded, changed = quota.Reserve(q, sp, now())
+		} else {
+			exceeded, changed = quota.ReserveUpdate(q, old, sp, now())
+		}
 		if len(exceeded) > 0 {
-			return admission.Denied(peeringquota.QuotaDenial(q.Spec.ConsumerClusterID, exceeded) + fmt.Sprintf(" (PeeringQuota %s)", key))
+			return nil, admission.Denied(quota.QuotaDenial(q.Spec.ConsumerClusterID, exceeded) + fmt.Sprintf(" (PeeringQuota %s)", key))
 		}
 		if !changed {
-			return admission.Allowed("")
+			return nil, admission.Allowed("")
 		}
 		err := v.Writer.Status().Update(ctx, q)
 		if err == nil {
-			log.FromContext(ctx).V(1).Info("Reserved quota", "peeringQuota", key, "shadowPod", client.ObjectKeyFromObject(sp), "attempt", attempt)
-			return admission.Allowed("")
+			log.FromContext(ctx).V(1).Info("Reserved quota", "peeringQuota", key, "shadowPod", client.ObjectKeyFromObject(sp), "update", old != nil, "attempt", attempt)
+			return &reservation{quota: key, prior: prior}, admission.Allowed("")
 		}
 		if !apierrors.IsConflict(err) || attempt == maxQuotaAttempts {
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("reserve room in PeeringQuota %s: %w", key, err))
+			return nil, admission.Errored(http.StatusInternalServerError, fmt.Errorf("reserve room in PeeringQuota %s: %w", key, err))
 		}
 		// Lost the race: someone charged the quota meanwhile. Start again
 		// from what the API server holds now.
 		q = &ferryv1alpha1.PeeringQuota{}
 		if err := v.APIReader.Get(ctx, key, q); err != nil {
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("read PeeringQuota %s: %w", key, err))
+			return nil, admission.Errored(http.StatusInternalServerError, fmt.Errorf("read PeeringQuota %s: %w", key, err))
+		}
+	}
+}
+
+// release puts back what reserve wrote in one quota, after another quota
+// denied the same admission. It retries conflicts; when it cannot write,
+// the reservation expires after quota.ReservationTTL.
+func (v *ShadowPodValidator) release(ctx context.Context, r reservation, uid types.UID) {
+	for attempt := 1; attempt <= maxQuotaAttempts; attempt++ {
+		q := &ferryv1alpha1.PeeringQuota{}
+		err := v.APIReader.Get(ctx, r.quota, q)
+		if err == nil {
+			if !quota.Release(q, uid, r.prior) {
+				return
+			}
+			err = v.Writer.Status().Update(ctx, q)
+		}
+		if err == nil {
+			log.FromContext(ctx).V(1).Info("Released quota reservation", "peeringQuota", r.quota, "uid", uid)
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			log.FromContext(ctx).Error(err, "Could not release a quota reservation; it expires by itself", "peeringQuota", r.quota, "uid", uid)
+			return
 		}
 	}
 }

@@ -128,7 +128,27 @@ type ForeignClusterSpec struct {
 	// +kubebuilder:default={periodSeconds:10,timeoutSeconds:5,failureThreshold:3}
 	// +optional
 	HealthCheck HealthCheck `json:"healthCheck"`
+
+	// PodSecurity is, where the peer is a consumer of this cluster, the Pod
+	// Security Standards level its pods must meet here: baseline (the
+	// default), restricted, or privileged (no restriction, set only by an
+	// admin who trusts the peer with the provider's nodes). This cluster
+	// enforces it on the peer's ShadowPods and labels the peer's twin
+	// namespaces with it (pod-security.kubernetes.io/enforce).
+	// +kubebuilder:default=baseline
+	// +optional
+	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
 }
+
+// PodSecurityLevel is a Pod Security Standards level.
+// +kubebuilder:validation:Enum=privileged;baseline;restricted
+type PodSecurityLevel string
+
+const (
+	PodSecurityPrivileged PodSecurityLevel = "privileged"
+	PodSecurityBaseline   PodSecurityLevel = "baseline"
+	PodSecurityRestricted PodSecurityLevel = "restricted"
+)
 
 // ForeignClusterStatus is what this cluster observes of the peer.
 type ForeignClusterStatus struct {

@@ -63,8 +63,16 @@ type QuotaReservation struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 
-	// Requests charged, for the resources in spec.limits.
+	// Requests charged, for the resources in spec.limits: all the
+	// ShadowPod requests for a create; for an update that raises them, the
+	// increase over what status.used already counts.
 	Requests corev1.ResourceList `json:"requests"`
+
+	// Generation of the ShadowPod the reservation was made for: it is
+	// folded into status.used once the ShadowPod is seen at this generation
+	// or a later one.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
 
 	// Time the reservation was made.
 	Time metav1.Time `json:"time"`

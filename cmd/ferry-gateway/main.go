@@ -33,8 +33,9 @@ func (c *common) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.clusterID, "cluster-id", "", "this cluster's ID, as given to ferry-controller-manager")
 	fs.StringVar(&c.netnsPath, "netns", "", "network namespace to configure, such as /proc/<pid>/ns/net (default: this process's)")
 	fs.StringVar(&c.prefix, "link-prefix", gateway.DefaultPrefix, "prefix of the links made (<prefix>-wg, <prefix>-vx) and name of the nftables table")
-	fs.StringVar(&c.opts.MetricsAddr, "metrics-bind-address", ":8080", "address serving Prometheus metrics (0 disables)")
-	fs.StringVar(&c.opts.HealthAddr, "health-probe-bind-address", ":8081", "address serving /healthz and /readyz (0 disables)")
+	fs.StringVar(&c.opts.MetricsAddr, "metrics-bind-address", "127.0.0.1:8443", "address serving Prometheus metrics (0 disables; :8443 for all interfaces)")
+	fs.BoolVar(&c.opts.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients authorized for GET /metrics (TokenReview and SubjectAccessReview); false: plain HTTP to anyone who reaches the address")
+	fs.StringVar(&c.opts.HealthAddr, "health-probe-bind-address", "127.0.0.1:8081", "address serving /healthz and /readyz over plain HTTP (0 disables; :8081 for all interfaces, as kubelet probes need)")
 }
 
 func main() {

@@ -18,14 +18,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ferry-io/ferry/api/grant"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	fabricctrl "github.com/ferry-io/ferry/controllers/fabric"
 	"github.com/ferry-io/ferry/controllers/kubeletcerts"
 	"github.com/ferry-io/ferry/controllers/offloading"
 	"github.com/ferry-io/ferry/controllers/peering"
-	"github.com/ferry-io/ferry/controllers/peering/grant"
 	"github.com/ferry-io/ferry/controllers/peeringquota"
 	"github.com/ferry-io/ferry/storage"
 )
@@ -45,6 +46,9 @@ type Options struct {
 	Launcher peering.VirtualKubeletLauncher
 	// MetricsAddr serves Prometheus metrics ("0" disables).
 	MetricsAddr string
+	// MetricsSecure serves them over HTTPS to authenticated and authorized
+	// clients only (TokenReview, SubjectAccessReview on GET /metrics).
+	MetricsSecure bool
 	// HealthAddr serves /healthz and /readyz ("0" disables).
 	HealthAddr string
 	// Now is the clock deciding credential renewals (time.Now when nil);
@@ -126,7 +130,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{ferryv1alpha1.SystemNamespace: {}}},
 		}},
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                 metricsOptions(opts.MetricsAddr, opts.MetricsSecure),
 		HealthProbeBindAddress:  opts.HealthAddr,
 		Controller:              config.Controller{SkipNameValidation: ptr.To(opts.SeveralPerProcess)},
 		LeaderElection:          opts.LeaderElection,
@@ -164,7 +168,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := (&offloading.NamespaceOffloadingReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Providers: providers}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up namespace offloading controller: %w", err)
 	}
-	if err := (&peeringquota.Reconciler{Client: mgr.GetClient(), Now: opts.Now}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&peeringquota.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Now: opts.Now}).SetupWithManager(ctx, mgr); err != nil {
 		return nil, fmt.Errorf("set up peering quota controller: %w", err)
 	}
 	if err := (&kubeletcerts.Approver{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
@@ -218,4 +222,18 @@ func (s storageProviders) Client(ctx context.Context, id ferryv1alpha1.ClusterID
 		return nil, err
 	}
 	return p.Client, nil
+}
+
+// Authenticating and authorizing metrics clients:
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsOptions serves metrics at addr; secure, over HTTPS (a self-signed
+// certificate) to clients the API server authenticates and authorizes for
+// GET /metrics.
+func metricsOptions(addr string, secure bool) metricsserver.Options {
+	if !secure {
+		return metricsserver.Options{BindAddress: addr}
+	}
+	return metricsserver.Options{BindAddress: addr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
 }

@@ -3,6 +3,7 @@ package offloading
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	psaapi "k8s.io/pod-security-admission/api"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ferry-io/ferry/api/podsecurity"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 )
@@ -44,7 +47,8 @@ type TwinNamespaceReconciler struct {
 
 // +kubebuilder:rbac:groups=ferry.io,resources=twinnamespaces,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ferry.io,resources=twinnamespaces/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;delete;patch
+// +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=ferry-twin-namespace
 
@@ -88,11 +92,20 @@ func (r *TwinNamespaceReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tw.Name, Labels: twinLabels(&tw)}}
+	var fcs ferryv1alpha1.ForeignClusterList
+	if err := r.List(ctx, &fcs); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list ForeignClusters: %w", err)
+	}
+	level := podsecurity.LevelOf(fcs.Items, tw.Spec.ConsumerClusterID)
+	labels := twinLabels(&tw)
+	maps.Copy(labels, podsecurity.NamespaceLabels(level))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tw.Name, Labels: labels}}
 	if err := r.Create(ctx, ns); err == nil {
-		logger.Info("Created twin namespace")
+		logger.Info("Created twin namespace", "podSecurity", level)
 	} else if !apierrors.IsAlreadyExists(err) {
 		return ctrl.Result{}, fmt.Errorf("create namespace %s: %w", tw.Name, err)
+	} else if err := r.enforce(ctx, tw.Name, labels); err != nil {
+		return ctrl.Result{}, err
 	}
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: peering.ConsumerRole, Namespace: tw.Name}}
 	if _, err := controllerutil.CreateOrPatch(ctx, r.Client, binding, func() error {
@@ -106,6 +119,31 @@ func (r *TwinNamespaceReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	setTwinStatus(status, tw.Generation, ferryv1alpha1.OffloadingReady, metav1.ConditionTrue, ReasonTwinReady,
 		fmt.Sprintf("namespace %s is ready for consumer %s's namespace %s", tw.Name, tw.Spec.ConsumerClusterID, tw.Spec.ConsumerNamespace))
 	return ctrl.Result{}, r.writeStatus(ctx, &tw, status)
+}
+
+// enforce puts the pod security labels of labels on the existing twin
+// namespace name when they differ (the consumer's level changed, or someone
+// changed them).
+func (r *TwinNamespaceReconciler) enforce(ctx context.Context, name string, labels map[string]string) error {
+	var ns corev1.Namespace
+	if err := r.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
+		return fmt.Errorf("read namespace %s: %w", name, err)
+	}
+	patched := ns.DeepCopy()
+	if patched.Labels == nil {
+		patched.Labels = map[string]string{}
+	}
+	for _, key := range []string{psaapi.EnforceLevelLabel, psaapi.EnforceVersionLabel} {
+		patched.Labels[key] = labels[key]
+	}
+	if maps.Equal(patched.Labels, ns.Labels) {
+		return nil
+	}
+	if err := r.Patch(ctx, patched, client.MergeFrom(&ns)); err != nil {
+		return fmt.Errorf("label namespace %s with its pod security level: %w", name, err)
+	}
+	log.FromContext(ctx).Info("Set the twin namespace's pod security level", "level", labels[psaapi.EnforceLevelLabel])
+	return nil
 }
 
 // refusal says why tw must not be answered with a namespace, or "".
@@ -206,7 +244,24 @@ func (r *TwinNamespaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("twinnamespace").
 		For(&ferryv1alpha1.TwinNamespace{}).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.requestsFor)).
+		Watches(&ferryv1alpha1.ForeignCluster{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfConsumer)).
 		Complete(r)
+}
+
+// requestsOfConsumer maps a ForeignCluster to its consumer's TwinNamespaces:
+// their pod security level follows its podSecurity.
+func (r *TwinNamespaceReconciler) requestsOfConsumer(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list ferryv1alpha1.TwinNamespaceList
+	if err := r.List(ctx, &list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, tw := range list.Items {
+		if tw.Spec.ConsumerClusterID == obj.(*ferryv1alpha1.ForeignCluster).Spec.ClusterID {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&tw)})
+		}
+	}
+	return out
 }
 
 // requestsFor maps a namespace to the TwinNamespaces asking for its name.

@@ -39,3 +39,21 @@ func TestParseTokenRefusesWhatItCannotRenew(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseToken: whatever a credentials Secret holds as a token, parsing
+// never panics, and what it accepts can be renewed.
+func FuzzParseToken(f *testing.F) {
+	f.Add(jwt(`{"iat":1000,"exp":4000,"kubernetes.io":{"namespace":"ferry-tenant-a","serviceaccount":{"name":"ferry-consumer"}}}`))
+	f.Add(jwt(`{"iat":4000,"exp":1000}`))
+	f.Add("a.b.c")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, token string) {
+		c, err := parseToken(token)
+		if err != nil {
+			return
+		}
+		if c.Expiry <= c.IssuedAt || c.Kubernetes.Namespace == "" || c.Kubernetes.ServiceAccount.Name == "" {
+			t.Fatalf("accepted claims that cannot be renewed: %+v", c)
+		}
+	})
+}

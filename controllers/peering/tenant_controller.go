@@ -31,7 +31,14 @@ type TenantReconciler struct {
 // +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete;bind;escalate
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// No bind or escalate: RBAC lets the controller grant the consumer's Role
+// because it holds every right in it (consumerRules) itself:
+// +kubebuilder:rbac:groups=ferry.io,resources=resourceslices;twinnamespaces,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=ferry.io,resources=resourceslices/status;twinnamespaces/status,verbs=get
+// +kubebuilder:rbac:groups=ferry.io,resources=networkconfigs,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=ferry.io,resources=networkconfigs/status,verbs=update;patch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create,resourceNames=ferry-consumer
 
 // Reconcile makes the tenant of one consumer.
 func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

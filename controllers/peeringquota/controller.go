@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,11 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ferry-io/ferry/api/quota"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
-
-// ConsumerIndex indexes PeeringQuotas by spec.consumerClusterID.
-const ConsumerIndex = "spec.consumerClusterID"
 
 // Reasons of a PeeringQuota's Exceeded condition.
 const (
@@ -37,9 +36,18 @@ const (
 // it never came, and Exceeded says whether a limited resource is spent.
 type Reconciler struct {
 	client.Client
+	// APIReader reads, from the API server, the ShadowPod of a reservation
+	// the cache has not seen (nil: such reservations wait for their TTL).
+	APIReader client.Reader
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
+
+// unseenAfter is how long a reservation whose ShadowPod the cache has not
+// seen waits before the API server is asked whether the ShadowPod exists:
+// one created and deleted before a recount saw it would otherwise hold its
+// room until quota.ReservationTTL.
+const unseenAfter = 2 * time.Second
 
 // +kubebuilder:rbac:groups=ferry.io,resources=peeringquotas,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ferry.io,resources=peeringquotas/status,verbs=get;update;patch
@@ -57,13 +65,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	now := r.now()
-	status, nextExpiry := Recount(&q, shadowPods, now)
+	status, nextExpiry := quota.Recount(&q, shadowPods, now)
+	var nextCheck time.Time
+	status.Reservations, nextCheck = r.dropGone(ctx, status.Reservations, now)
 	updated := q.DeepCopy()
 	updated.Status = status
 	setExceeded(updated)
 	var result ctrl.Result
 	if !nextExpiry.IsZero() {
 		result.RequeueAfter = nextExpiry.Sub(now) + time.Second
+	}
+	if !nextCheck.IsZero() && (result.RequeueAfter == 0 || nextCheck.Sub(now) < result.RequeueAfter) {
+		result.RequeueAfter = nextCheck.Sub(now) + 100*time.Millisecond
 	}
 	if equality.Semantic.DeepEqual(q.Status, updated.Status) {
 		return result, nil
@@ -77,6 +90,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return result, nil
 }
 
+// dropGone drops the reservations, older than unseenAfter, whose ShadowPod
+// the API server no longer has (or has being deleted, under another UID,
+// or short of the reserved generation: an update admitted and then not
+// stored): they are gone before a recount saw them. It
+// returns when the youngest of the others is due for that check.
+func (r *Reconciler) dropGone(ctx context.Context, reservations []ferryv1alpha1.QuotaReservation, now time.Time) ([]ferryv1alpha1.QuotaReservation, time.Time) {
+	if r.APIReader == nil {
+		return reservations, time.Time{}
+	}
+	var kept []ferryv1alpha1.QuotaReservation
+	var next time.Time
+	for _, res := range reservations {
+		if due := res.Time.Add(unseenAfter); now.Before(due) {
+			kept = append(kept, res)
+			if next.IsZero() || due.Before(next) {
+				next = due
+			}
+			continue
+		}
+		var sp ferryv1alpha1.ShadowPod
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: res.Namespace, Name: res.Name}, &sp)
+		switch {
+		case apierrors.IsNotFound(err), err == nil && (sp.UID != res.UID || !quota.Counts(&sp) || sp.Generation < res.Generation):
+			log.FromContext(ctx).V(1).Info("Dropped the reservation of a ShadowPod gone unseen", "shadowPod", res.Namespace+"/"+res.Name, "uid", res.UID)
+		default:
+			if err != nil {
+				log.FromContext(ctx).Error(err, "Could not read a reserved ShadowPod; its reservation stays", "shadowPod", res.Namespace+"/"+res.Name)
+			}
+			kept = append(kept, res)
+		}
+	}
+	return kept, next
+}
+
 func (r *Reconciler) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
@@ -87,7 +134,7 @@ func (r *Reconciler) now() time.Time {
 func setExceeded(q *ferryv1alpha1.PeeringQuota) {
 	cond := metav1.Condition{Type: ferryv1alpha1.PeeringQuotaExceeded, Status: metav1.ConditionFalse, Reason: ReasonRoomLeft,
 		Message: "every limited resource has room left", ObservedGeneration: q.Generation}
-	if full := Full(q); len(full) > 0 {
+	if full := quota.Full(q); len(full) > 0 {
 		names := make([]string, len(full))
 		for i := range full {
 			names[i] = string(full[i])
@@ -122,35 +169,10 @@ func ConsumerShadowPods(ctx context.Context, c client.Reader, consumer ferryv1al
 	return out, nil
 }
 
-// IsTwinNamespaceOf says whether ns is a twin namespace made for consumer:
-// it carries the consumer's ClusterID and the consumer namespace it stands
-// for as origin labels (a tenant namespace carries only the first).
-func IsTwinNamespaceOf(ns client.Object, consumer ferryv1alpha1.ClusterID) bool {
-	l := ns.GetLabels()
-	_, twin := l[ferryv1alpha1.LabelOriginNamespace]
-	return twin && consumer != "" && l[ferryv1alpha1.LabelOriginCluster] == string(consumer)
-}
-
-// ConsumerOfTwin is the consumer a twin namespace was made for, or "".
-func ConsumerOfTwin(ns client.Object) ferryv1alpha1.ClusterID {
-	id := ferryv1alpha1.ClusterID(ns.GetLabels()[ferryv1alpha1.LabelOriginCluster])
-	if !IsTwinNamespaceOf(ns, id) {
-		return ""
-	}
-	return id
-}
-
-// IndexConsumer registers ConsumerIndex with the manager's cache.
-func IndexConsumer(ctx context.Context, mgr ctrl.Manager) error {
-	return mgr.GetFieldIndexer().IndexField(ctx, &ferryv1alpha1.PeeringQuota{}, ConsumerIndex, func(o client.Object) []string {
-		return []string{string(o.(*ferryv1alpha1.PeeringQuota).Spec.ConsumerClusterID)}
-	})
-}
-
 // SetupWithManager watches PeeringQuotas and, through their namespace's
 // consumer, ShadowPods and twin namespaces.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := IndexConsumer(ctx, mgr); err != nil {
+	if err := quota.IndexConsumer(ctx, mgr); err != nil {
 		return fmt.Errorf("index PeeringQuotas by consumer: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -170,12 +192,12 @@ func (r *Reconciler) quotasOfNamespace(ctx context.Context, obj client.Object) [
 }
 
 func (r *Reconciler) quotasOfTwin(ctx context.Context, ns client.Object) []reconcile.Request {
-	consumer := ConsumerOfTwin(ns)
+	consumer := quota.ConsumerOfTwin(ns)
 	if consumer == "" {
 		return nil
 	}
 	var quotas ferryv1alpha1.PeeringQuotaList
-	if err := r.List(ctx, &quotas, client.MatchingFields{ConsumerIndex: string(consumer)}); err != nil {
+	if err := r.List(ctx, &quotas, client.MatchingFields{quota.ConsumerIndex: string(consumer)}); err != nil {
 		log.FromContext(ctx).Error(err, "List PeeringQuotas of consumer", "consumer", consumer)
 		return nil
 	}

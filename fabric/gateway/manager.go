@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -31,6 +32,9 @@ type Options struct {
 	ClusterID ferryv1alpha1.ClusterID
 	// MetricsAddr and HealthAddr serve metrics and probes ("0" disables).
 	MetricsAddr, HealthAddr string
+	// MetricsSecure serves metrics over HTTPS to authenticated and
+	// authorized clients only.
+	MetricsSecure bool
 }
 
 // scheme holds what the gateway and route agent read.
@@ -57,7 +61,7 @@ func newManager(cfg *rest.Config, o Options, secrets bool) (manager.Manager, err
 	return ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme(),
 		Cache:                  cache.Options{ByObject: byObject},
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                metricsOptions(o.MetricsAddr, o.MetricsSecure),
 		HealthProbeBindAddress: o.HealthAddr,
 		// The data plane is per pod or node: no leader to elect.
 		LeaderElection: false,
@@ -147,4 +151,18 @@ func startNow() source.Source {
 		q.Add(request)
 		return nil
 	})
+}
+
+// Authenticating and authorizing metrics clients:
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsOptions serves metrics at addr; secure, over HTTPS (a self-signed
+// certificate) to clients the API server authenticates and authorizes for
+// GET /metrics.
+func metricsOptions(addr string, secure bool) metricsserver.Options {
+	if !secure {
+		return metricsserver.Options{BindAddress: addr}
+	}
+	return metricsserver.Options{BindAddress: addr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
 }

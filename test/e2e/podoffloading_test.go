@@ -227,6 +227,35 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		}).WithContext(ctx).WithTimeout(15*time.Second).Should(Succeed(), "gone on both sides well before the grace period: the remote pod stopped at once")
 	})
 
+	It("keeps a pod the provider cannot schedule Pending, with the provider scheduler's reason, not as running remotely", func(ctx context.Context) {
+		// 40 CPUs fit the virtual node (the grant sums three 32-CPU nodes)
+		// but no node of the provider.
+		big := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: ns}, Spec: remotePodSpec()}
+		big.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("40")}
+		Expect(consumer.Client.Create(ctx, big)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(consumer.Client.Delete(ctx, big, client.GracePeriodSeconds(0)))).To(Succeed())
+		})
+		Eventually(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(big), big)).To(Succeed())
+			g.Expect(big.Spec.NodeName).NotTo(BeEmpty(), "bound to the virtual node")
+			c := podCondition(big, ferryv1alpha1.PodConditionOffloaded)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(corev1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(offloading.ReasonPendingRemotely))
+			g.Expect(c.Message).To(MatchRegexp(`Unschedulable: 0/3 nodes are available: .*Insufficient cpu`))
+			var events corev1.EventList
+			g.Expect(consumer.Client.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", "big"), HaveField("Reason", offloading.ReasonPendingRemotely),
+				HaveField("Message", ContainSubstring("0/3 nodes are available")))))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(big), big)).To(Succeed())
+			g.Expect(big.Status.Phase).To(Equal(corev1.PodPending))
+			g.Expect(podCondition(big, ferryv1alpha1.PodConditionOffloaded).Reason).To(Equal(offloading.ReasonPendingRemotely))
+		}).WithContext(ctx).WithTimeout(3 * time.Second).Should(Succeed())
+	})
+
 	It("refuses a pod using host namespaces, and shows the provider's refusal on the local pod", func(ctx context.Context) {
 		host := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "host", Namespace: ns}, Spec: remotePodSpec()}
 		host.Spec.HostNetwork = true

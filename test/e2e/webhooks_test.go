@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -11,12 +13,15 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferry-io/ferry/api/placement"
@@ -25,6 +30,7 @@ import (
 	"github.com/ferry-io/ferry/test/e2e/framework"
 	"github.com/ferry-io/ferry/test/localwebhook"
 	"github.com/ferry-io/ferry/test/testbed"
+	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 	"github.com/ferry-io/ferry/webhooks"
 )
 
@@ -84,8 +90,10 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 			Expect(err).NotTo(HaveOccurred(), "start ferry-webhook for %s", c.Name)
 			DeferCleanup(stop)
 		}
-		framework.StartFerry(ctx, consumer, "consumer", framework.FerryOptions{})
-		framework.StartFerry(ctx, provider, "provider", framework.FerryOptions{})
+		// As their own service accounts: these specs also prove the
+		// generated roles are enough (and the security specs, not more).
+		framework.StartFerry(ctx, consumer, "consumer", framework.FerryOptions{AsServiceAccounts: true})
+		framework.StartFerry(ctx, provider, "provider", framework.FerryOptions{AsServiceAccounts: true})
 		out, err := ferryctl(ctx, "peer", "--consumer-kubeconfig", consumer.KubeconfigPath, "--provider-kubeconfig", provider.KubeconfigPath, "--timeout", "90s")
 		Expect(err).NotTo(HaveOccurred(), out)
 	})
@@ -241,7 +249,224 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 		Expect(consumer.Client.Update(ctx, &nso)).To(Succeed(), "the pod strategy may change: it applies to new pods")
 	})
 
-	It("lets a consumer write ShadowPods only in its twin namespaces as itself, within its PeeringQuota, exactly under parallel creates", func(ctx context.Context) {
+	It("lets the consumer's credential do on the provider exactly what the README says: every resource and verb, in every kind of namespace", Label("security"), func(ctx context.Context) {
+		_, twin := offload(ctx, "matrix", ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote})
+		tenant := peering.TenantNamespace("consumer")
+		full := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+		read := []string{"get", "list", "watch"}
+		// What the README grants: the tenant Role (asking for resources and
+		// twin namespaces, exchanging NetworkConfigs, renewing its token),
+		// ferry-twin-namespace in twin namespaces, and what every
+		// authenticated user may (self reviews).
+		type rule struct {
+			group, resource string
+			verbs           []string
+		}
+		inTenant := []rule{
+			{"ferry.io", "resourceslices", full}, {"ferry.io", "resourceslices/status", []string{"get"}},
+			{"ferry.io", "twinnamespaces", full}, {"ferry.io", "twinnamespaces/status", []string{"get"}},
+			{"ferry.io", "networkconfigs", []string{"get", "list", "watch", "create"}},
+		}
+		inTwin := []rule{
+			{"ferry.io", "shadowpods", full}, {"ferry.io", "shadowpods/status", []string{"get"}},
+			{"", "pods", []string{"get", "list", "watch", "delete"}}, {"", "events", read},
+			{"", "configmaps", full}, {"", "secrets", full}, {"", "services", full}, {"", "serviceaccounts", full}, {"", "persistentvolumeclaims", full},
+			{"discovery.k8s.io", "endpointslices", full}, {"networking.k8s.io", "ingresses", full},
+			{"", "pods/log", []string{"get"}},
+			{"", "pods/exec", []string{"get", "create"}}, {"", "pods/attach", []string{"get", "create"}}, {"", "pods/portforward", []string{"get", "create"}},
+			{"metrics.k8s.io", "pods", []string{"get", "list"}},
+		}
+		everywhere := []rule{
+			{"authorization.k8s.io", "selfsubjectaccessreviews", []string{"create"}},
+			{"authorization.k8s.io", "selfsubjectrulesreviews", []string{"create"}},
+			{"authentication.k8s.io", "selfsubjectreviews", []string{"create"}},
+		}
+		granted := func(rules []rule, group, resource, verb string) bool {
+			for _, r := range rules {
+				if r.group == group && r.resource == resource && slices.Contains(r.verbs, verb) {
+					return true
+				}
+			}
+			return false
+		}
+		want := func(ns, group, resource, verb string) bool {
+			switch {
+			case granted(everywhere, group, resource, verb):
+				return true
+			case ns == tenant:
+				return granted(inTenant, group, resource, verb)
+			case ns == twin:
+				return granted(inTwin, group, resource, verb)
+			}
+			return false
+		}
+
+		lists, err := provider.Kube.Discovery().ServerPreferredResources()
+		Expect(err).NotTo(HaveOccurred())
+		type check struct{ ns, group, resource, verb string }
+		var checks []check
+		for _, list := range lists {
+			gv, err := schema.ParseGroupVersion(list.GroupVersion)
+			Expect(err).NotTo(HaveOccurred())
+			for _, r := range list.APIResources {
+				namespaces := []string{""}
+				if r.Namespaced {
+					namespaces = []string{tenant, twin, metav1.NamespaceDefault, metav1.NamespaceSystem, ferryv1alpha1.SystemNamespace}
+				}
+				verbs := append([]string(r.Verbs), "deletecollection")
+				for _, ns := range namespaces {
+					for _, verb := range slices.Compact(slices.Sorted(slices.Values(verbs))) {
+						checks = append(checks, check{ns, gv.Group, r.Name, verb})
+					}
+				}
+			}
+		}
+		// Subresources the consumer uses (discovery lists top-level
+		// resources only).
+		for _, ns := range []string{tenant, twin, metav1.NamespaceDefault} {
+			for _, sub := range []check{{"", "", "pods/log", "get"}, {"", "", "pods/exec", "create"}, {"", "", "pods/attach", "create"}, {"", "", "pods/portforward", "create"},
+				{"", "", "pods/status", "update"}, {"", "", "pods/eviction", "create"}, {"", "", "serviceaccounts/token", "create"},
+				{"", "ferry.io", "shadowpods/status", "update"}, {"", "ferry.io", "resourceslices/status", "update"}} {
+				sub.ns = ns
+				checks = append(checks, sub)
+			}
+		}
+		user := "system:serviceaccount:" + tenant + ":" + peering.ConsumerServiceAccount
+		groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + tenant, "system:authenticated"}
+		var mu sync.Mutex
+		var wrong []string
+		var wg sync.WaitGroup
+		work := make(chan check)
+		for range 8 {
+			wg.Go(func() {
+				for c := range work {
+					resource, sub, _ := strings.Cut(c.resource, "/")
+					sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+						ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.ns, Verb: c.verb, Group: c.group, Resource: resource, Subresource: sub}}}
+					got, err := provider.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+					mu.Lock()
+					switch {
+					case err != nil:
+						wrong = append(wrong, fmt.Sprintf("%+v: %v", c, err))
+					case got.Status.Allowed != want(c.ns, c.group, c.resource, c.verb):
+						wrong = append(wrong, fmt.Sprintf("%s %s.%s in %q: allowed=%v", c.verb, c.resource, c.group, c.ns, got.Status.Allowed))
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		for _, c := range checks {
+			work <- c
+		}
+		close(work)
+		wg.Wait()
+		AddReportEntry("consumer credential checks", len(checks))
+		Expect(wrong).To(BeEmpty(), "the consumer's credential differs from the README in %d of %d checks", len(wrong), len(checks))
+
+		By("named rights: only its own NetworkConfig and its own token")
+		for _, c := range []struct {
+			verb, resource, sub, name string
+			allowed                   bool
+		}{
+			{"update", "networkconfigs", "", "consumer", true}, {"update", "networkconfigs", "", "provider", false},
+			{"patch", "networkconfigs", "status", "consumer", true}, {"patch", "networkconfigs", "status", "provider", false},
+			{"delete", "networkconfigs", "", "consumer", true}, {"delete", "networkconfigs", "", "provider", false},
+			{"create", "serviceaccounts", "token", peering.ConsumerServiceAccount, true}, {"create", "serviceaccounts", "token", "default", false},
+		} {
+			group := "ferry.io"
+			if c.resource == "serviceaccounts" {
+				group = ""
+			}
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: tenant, Verb: c.verb, Group: group, Resource: c.resource, Subresource: c.sub, Name: c.name}}}
+			got, err := provider.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(got.Status.Allowed).To(Equal(c.allowed), "%s %s/%s %s in the tenant namespace", c.verb, c.resource, c.sub, c.name)
+		}
+	})
+
+	It("holds a consumer's pods to its Pod Security level on the provider: baseline by default, restricted or privileged when the provider's admin says so", Label("security"), func(ctx context.Context) {
+		ns, twin := offload(ctx, "secure", ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote})
+		setLevel := func(ctx context.Context, level ferryv1alpha1.PodSecurityLevel) {
+			GinkgoHelper()
+			var fcs ferryv1alpha1.ForeignClusterList
+			Expect(provider.Client.List(ctx, &fcs)).To(Succeed())
+			for i := range fcs.Items {
+				if fc := &fcs.Items[i]; fc.Spec.ClusterID == "consumer" {
+					patch := client.MergeFrom(fc.DeepCopy())
+					fc.Spec.PodSecurity = level
+					Expect(provider.Client.Patch(ctx, fc, patch)).To(Succeed())
+				}
+			}
+			Eventually(func(g Gomega) {
+				var n corev1.Namespace
+				g.Expect(provider.Client.Get(ctx, client.ObjectKey{Name: twin}, &n)).To(Succeed())
+				g.Expect(n.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", string(level)))
+				g.Expect(n.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce-version", "latest"))
+			}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the twin namespace enforces %s", level)
+		}
+		DeferCleanup(func(ctx context.Context) { setLevel(ctx, ferryv1alpha1.PodSecurityBaseline) })
+		pod := func(name string, edit func(*corev1.PodSpec)) *corev1.Pod {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}}}
+			edit(&p.Spec)
+			Expect(consumer.Client.Create(ctx, p)).To(Succeed())
+			return p
+		}
+		privileged := func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		}
+		restricted := func(s *corev1.PodSpec) {
+			s.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+			s.Containers[0].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+		}
+		plain := func(*corev1.PodSpec) {}
+		expectRefused := func(p *corev1.Pod, want ...string) {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+				c := podCondition(p, ferryv1alpha1.PodConditionOffloaded)
+				g.Expect(c).NotTo(BeNil())
+				g.Expect(c.Status).To(Equal(corev1.ConditionFalse))
+				g.Expect(c.Reason).To(Equal(offloading.ReasonShadowPodRejected))
+				for _, w := range want {
+					g.Expect(c.Message).To(ContainSubstring(w))
+				}
+				g.Expect(p.Status.Phase).NotTo(Equal(corev1.PodRunning))
+				var events corev1.EventList
+				g.Expect(consumer.Client.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+				g.Expect(events.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", p.Name), HaveField("Reason", offloading.ReasonShadowPodRejected),
+					HaveField("Message", ContainSubstring(want[0])))))
+			}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		}
+		expectRunning := func(p *corev1.Pod) {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+				g.Expect(p.Spec.NodeName).To(Equal(virtualNode))
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+			}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		}
+
+		By("baseline by default: the twin namespace enforces it, a privileged pod is refused naming the field, a plain one runs")
+		setLevel(ctx, ferryv1alpha1.PodSecurityBaseline)
+		expectRefused(pod("privileged", privileged), `violates PodSecurity "baseline:latest"`, `privileged (container "app" must not set securityContext.privileged=true)`)
+		expectRunning(pod("plain", plain))
+
+		By("restricted: a plain pod is refused, one meeting restricted runs; the plain one already running is left alone")
+		setLevel(ctx, ferryv1alpha1.PodSecurityRestricted)
+		expectRefused(pod("plain-restricted", plain), `violates PodSecurity "restricted:latest"`, "runAsNonRoot", "allowPrivilegeEscalation")
+		expectRunning(pod("compliant", restricted))
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "plain"}, &corev1.Pod{})).To(Succeed())
+
+		By("privileged, set by the provider's admin: a privileged pod runs")
+		setLevel(ctx, ferryv1alpha1.PodSecurityPrivileged)
+		expectRunning(pod("privileged-allowed", privileged))
+	})
+
+	It("lets a consumer write ShadowPods only in its twin namespaces as itself, within its PeeringQuota, exactly under parallel creates and updates", func(ctx context.Context) {
 		tenant := peering.TenantNamespace("consumer")
 		// twinFor makes a namespace labelled as a twin namespace of owner
 		// with the consumer's twin-namespace RoleBinding: one no virtual
@@ -308,6 +533,39 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 		Expect(provider.Client.Delete(ctx, &ferryv1alpha1.ShadowPod{ObjectMeta: metav1.ObjectMeta{Namespace: twin, Name: "rest"}})).To(Succeed())
 		Eventually(func() error {
 			return asConsumer.Create(ctx, cpuShadowPod(twin, "after", "consumer", "400m"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("raising three ShadowPods' requests at once with room for one raise: exactly one update passes")
+		Expect(provider.Client.Delete(ctx, &ferryv1alpha1.ShadowPod{ObjectMeta: metav1.ObjectMeta{Namespace: twin, Name: "after"}})).To(Succeed())
+		small := make([]*ferryv1alpha1.ShadowPod, 3)
+		for i := range small {
+			small[i] = cpuShadowPod(twin, "grow-"+string(rune('a'+i)), "consumer", "100m")
+			Eventually(func() error { return asConsumer.Create(ctx, small[i]) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		}
+		// 600m + 3 × 100m used: 100m left, each update asks for 100m more.
+		for i := range errs[:3] {
+			wg.Go(func() {
+				grown := small[i].DeepCopy()
+				grown.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("200m")
+				// A merge patch: the provider's controllers may write the
+				// ShadowPod meanwhile, and a conflict is not what is tested.
+				errs[i] = asConsumer.Patch(ctx, grown, client.MergeFrom(small[i]))
+			})
+		}
+		wg.Wait()
+		admitted = 0
+		for _, err := range errs[:3] {
+			if err == nil {
+				admitted++
+				continue
+			}
+			Expect(err).To(MatchError(ContainSubstring("PeeringQuota of consumer consumer exceeded: cpu")))
+		}
+		Expect(admitted).To(Equal(1))
+		Eventually(func(g Gomega) {
+			g.Expect(provider.Client.Get(ctx, client.ObjectKeyFromObject(quota), quota)).To(Succeed())
+			g.Expect(quota.Status.Used.Cpu().Cmp(resource.MustParse("1"))).To(BeZero(), "used %s", quota.Status.Used.Cpu())
+			g.Expect(quota.Status.Reservations).To(BeEmpty())
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 
 		By("refusing another identity, and a namespace that is not the consumer's twin even where RBAC lets it in")

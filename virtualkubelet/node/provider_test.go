@@ -104,3 +104,24 @@ func TestProbe(t *testing.T) {
 		t.Error("closed server: no error")
 	}
 }
+
+// FuzzProviderConfig: whatever the credentials Secret holds, building the
+// provider's config never panics, and a refusal names the Secret and key.
+func FuzzProviderConfig(f *testing.F) {
+	f.Add([]byte(testKubeconfig))
+	f.Add([]byte("apiVersion: v1\nkind: Config\n"))
+	f.Add([]byte("{"))
+	f.Add([]byte{})
+	vn := &ferryv1alpha1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Namespace: "ferry-system", Name: "vn"}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ferry-system", Name: "cred"},
+			Data: map[string][]byte{ferryv1alpha1.KubeconfigSecretKey: data}}
+		cfg, err := ProviderConfig(vn, secret)
+		switch {
+		case err != nil && !strings.Contains(err.Error(), "ferry-system/cred") || err != nil && !strings.Contains(err.Error(), `"kubeconfig"`):
+			t.Fatalf("error does not name the Secret and key: %v", err)
+		case err == nil && cfg == nil:
+			t.Fatal("no config and no error")
+		}
+	})
+}

@@ -366,7 +366,16 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 	}
 	switch {
 	case remote != nil:
-		c.writeStatus(ctx, pod, statusFromRemote(pod, remote, shadow.Status.Recreations, c.cfg.ProviderClusterID, c.cfg.RemapPodIP))
+		st := statusFromRemote(pod, remote, shadow.Status.Recreations, c.cfg.ProviderClusterID, c.cfg.RemapPodIP)
+		before := offloadedCondition(pod)
+		if c.writeStatus(ctx, pod, st) {
+			// The provider's reason for holding the pod, once per new reason.
+			cond := offloadedConditionIn(st.Conditions)
+			if _, warn := pendingReason(remote); warn && cond.Reason == ReasonPendingRemotely &&
+				(before == nil || before.Reason != cond.Reason || before.Message != cond.Message) {
+				c.recorder.Event(pod, corev1.EventTypeWarning, ReasonPendingRemotely, cond.Message)
+			}
+		}
 	case shadowRejection(shadow) != nil:
 		cond := shadowRejection(shadow)
 		msg := fmt.Sprintf("cluster %s cannot create the pod: %s: %s", c.cfg.ProviderClusterID, cond.Reason, cond.Message)

@@ -14,6 +14,10 @@ import (
 const (
 	// ReasonRunningRemotely: the provider runs the pod.
 	ReasonRunningRemotely = "RunningRemotely"
+	// ReasonPendingRemotely: the provider holds the pod but does not run it
+	// yet (unschedulable there, pulling images, ...); the message carries
+	// the provider's own reason.
+	ReasonPendingRemotely = "PendingRemotely"
 	// ReasonNamespaceNotOffloaded: the pod's namespace has no Ready twin
 	// namespace in the provider behind the node it was bound to.
 	ReasonNamespaceNotOffloaded = "NamespaceNotOffloaded"
@@ -78,9 +82,50 @@ func statusFromRemote(local *corev1.Pod, remote *corev1.Pod, recreations int32, 
 			st.InitContainerStatuses[i].RestartCount += recreations
 		}
 	}
+	if st.Phase == corev1.PodPending || st.Phase == "" {
+		msg := fmt.Sprintf("pending in cluster %s as %s/%s", provider, remote.Namespace, remote.Name)
+		if why, _ := pendingReason(remote); why != "" {
+			msg += ": " + why
+		}
+		st.Conditions = withOffloadedCondition(local, st.Conditions, corev1.ConditionFalse, ReasonPendingRemotely, msg)
+		return st
+	}
 	st.Conditions = withOffloadedCondition(local, st.Conditions, corev1.ConditionTrue, ReasonRunningRemotely,
 		fmt.Sprintf("running in cluster %s as %s/%s", provider, remote.Namespace, remote.Name))
 	return st
+}
+
+// pendingReason is why the provider does not run a pending pod, in the
+// provider's words: its scheduler's (PodScheduled False), else the first
+// waiting container's (image pull, ...), else the pod's own reason; "" when
+// the provider gives none. warn says the reason is worth an event: not the
+// ordinary steps of a start (ContainerCreating, PodInitializing).
+func pendingReason(remote *corev1.Pod) (why string, warn bool) {
+	for _, c := range remote.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && (c.Reason != "" || c.Message != "") {
+			return joinReason(c.Reason, c.Message), true
+		}
+	}
+	for _, statuses := range [][]corev1.ContainerStatus{remote.Status.InitContainerStatuses, remote.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" {
+				return joinReason(w.Reason, joinReason("container "+cs.Name, w.Message)),
+					w.Reason != "ContainerCreating" && w.Reason != "PodInitializing"
+			}
+		}
+	}
+	why = joinReason(remote.Status.Reason, remote.Status.Message)
+	return why, why != ""
+}
+
+func joinReason(reason, message string) string {
+	switch {
+	case reason == "":
+		return message
+	case message == "":
+		return reason
+	}
+	return reason + ": " + message
 }
 
 // statusWithCondition is the local pod's status with only the Offloaded
@@ -110,9 +155,13 @@ func withOffloadedCondition(local *corev1.Pod, conditions []corev1.PodCondition,
 }
 
 func offloadedCondition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == ferryv1alpha1.PodConditionOffloaded {
-			return &pod.Status.Conditions[i]
+	return offloadedConditionIn(pod.Status.Conditions)
+}
+
+func offloadedConditionIn(conditions []corev1.PodCondition) *corev1.PodCondition {
+	for i := range conditions {
+		if conditions[i].Type == ferryv1alpha1.PodConditionOffloaded {
+			return &conditions[i]
 		}
 	}
 	return nil

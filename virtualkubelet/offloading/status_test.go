@@ -114,3 +114,59 @@ func TestStatusFromRemoteLeavesOutIPsTheFabricCannotMap(t *testing.T) {
 		t.Errorf("nothing mapped: podIP %q podIPs %v, want none", none.PodIP, none.PodIPs)
 	}
 }
+
+// TestStatusFromRemotePending: while the provider holds the pod without
+// running it, the local pod is not Running, the Offloaded condition does
+// not say it runs remotely, and it carries the provider's own reason.
+func TestStatusFromRemotePending(t *testing.T) {
+	unschedulable := "0/3 nodes are available: 3 Insufficient cpu."
+	for _, tc := range []struct {
+		name   string
+		status corev1.PodStatus
+		want   string
+		warn   bool
+	}{{
+		name: "unschedulable",
+		status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: unschedulable},
+		}},
+		want: "Unschedulable: " + unschedulable, warn: true,
+	}, {
+		name: "image pull",
+		status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "web", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}}},
+		}},
+		want: "ErrImagePull: container web: not found", warn: true,
+	}, {
+		name: "creating",
+		status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "web", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}},
+		}},
+		want: "ContainerCreating: container web", warn: false,
+	}, {
+		name:   "just created",
+		status: corev1.PodStatus{Phase: corev1.PodPending},
+		want:   "", warn: false,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			local := boundPod()
+			local.Status = corev1.PodStatus{Phase: corev1.PodPending}
+			remote := runningRemote()
+			remote.Status = tc.status
+			st := statusFromRemote(local, remote, 0, "provider", nil)
+			if st.Phase != corev1.PodPending {
+				t.Errorf("phase %s, want Pending", st.Phase)
+			}
+			c := offloadedConditionIn(st.Conditions)
+			if c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonPendingRemotely {
+				t.Fatalf("Offloaded condition %+v: want False %s", c, ReasonPendingRemotely)
+			}
+			if !strings.HasPrefix(c.Message, "pending in cluster provider as shop-home/web-1") || !strings.HasSuffix(c.Message, tc.want) {
+				t.Errorf("message %q: want the remote pod and %q", c.Message, tc.want)
+			}
+			if why, warn := pendingReason(remote); why != tc.want || warn != tc.warn {
+				t.Errorf("pendingReason = %q, %v; want %q, %v", why, warn, tc.want, tc.warn)
+			}
+		})
+	}
+}

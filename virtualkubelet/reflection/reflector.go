@@ -88,13 +88,18 @@ func (r *reflector) onLocal(obj any) {
 }
 
 // onRemote queues the local object a provider copy stands for.
+// A deletion comes as a tombstone (see remoteSet).
 func (r *reflector) onRemote(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+	d, deleted := obj.(cache.DeletedFinalStateUnknown)
+	if deleted {
 		obj = d.Obj
 	}
 	o, ok := obj.(client.Object)
 	if !ok || (r.ignoreRemote != nil && r.ignoreRemote(o)) {
 		return
+	}
+	if deleted {
+		r.written.seenDeleted(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}, o)
 	}
 	if local := r.ns.local(o.GetNamespace()); local != "" {
 		r.enqueue(types.NamespacedName{Namespace: local, Name: o.GetName()})

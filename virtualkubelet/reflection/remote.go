@@ -32,7 +32,7 @@ type remoteSet struct {
 	cluster  bool
 	kinds    map[Kind]remoteKind
 	// onEvent is called with every add, update and delete the informers
-	// see (a delete may bring a cache.DeletedFinalStateUnknown).
+	// see; a delete always brings a cache.DeletedFinalStateUnknown.
 	onEvent func(kind Kind, obj any)
 
 	mu    sync.RWMutex
@@ -73,7 +73,14 @@ func (s *remoteSet) start(ctx context.Context, namespace string) error {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { s.onEvent(kind, o) },
 			UpdateFunc: func(_, o any) { s.onEvent(kind, o) },
-			DeleteFunc: func(o any) { s.onEvent(kind, o) },
+			DeleteFunc: func(o any) {
+				// Always as a tombstone, so that handlers tell a deletion.
+				if _, ok := o.(cache.DeletedFinalStateUnknown); !ok {
+					key, _ := cache.MetaNamespaceKeyFunc(o)
+					o = cache.DeletedFinalStateUnknown{Key: key, Obj: o}
+				}
+				s.onEvent(kind, o)
+			},
 		}); err != nil {
 			cancel()
 			return fmt.Errorf("watch %s on the provider: %w", rk.resource, err)

@@ -59,6 +59,18 @@ func (l *writeLog) current(key types.NamespacedName, cached client.Object) clien
 	return w.obj
 }
 
+// seenDeleted notes that the informer saw the copy at key deleted, gone
+// being its last state: what was written at or before that state is gone
+// too. Without it, a write the informer saw just before the deletion (both
+// events handled in one sync) would stand for a copy that no longer exists.
+func (l *writeLog) seenDeleted(key types.NamespacedName, gone client.Object) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w, ok := l.entries[key]; ok && !newer(w.obj, gone) {
+		delete(l.entries, key)
+	}
+}
+
 // newer tells whether a's resourceVersion is after b's; resource versions
 // of one resource are comparable integers on every API server ferry
 // supports, and anything else counts as not newer.

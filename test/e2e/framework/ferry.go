@@ -63,6 +63,21 @@ type FerryOptions struct {
 	// VirtualKubeletBinary, when set, runs virtual kubelets as processes
 	// of this binary (see BuildVirtualKubelet) instead of in-process.
 	VirtualKubeletBinary string
+	// MetricsAddr serves the controller manager's metrics, securely (off
+	// when empty).
+	MetricsAddr string
+	// AsServiceAccounts runs the controller manager and the in-process
+	// virtual kubelets with the identities and roles the manifests give
+	// them (ServiceAccounts ferry-controller-manager and
+	// ferry-virtual-kubelet, impersonated), not as the cluster's admin, so
+	// a right missing from the generated roles fails the spec.
+	AsServiceAccounts bool
+}
+
+// serviceAccount is the identity of ServiceAccount ferry-system/name.
+func serviceAccount(name string) rest.ImpersonationConfig {
+	return rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ferryv1alpha1.SystemNamespace + ":" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ferryv1alpha1.SystemNamespace, "system:authenticated"}}
 }
 
 // StartFerry runs ferry's controller manager for c until the current node
@@ -78,6 +93,9 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 	if opts.Network.PodCIDR == "" {
 		opts.Network.PodCIDR = c.PodCIDR()
 	}
+	if opts.MetricsAddr == "" {
+		opts.MetricsAddr = "0"
+	}
 	f := &Ferry{ClusterID: id}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -86,6 +104,18 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 			return rt.RoundTrip(req)
 		})
 	})
+	vkCfg := cfg
+	if opts.AsServiceAccounts {
+		for _, f := range []string{"serviceaccounts.yaml", "rolebindings.yaml"} {
+			out, err := c.Kubectl(ctx, "apply", "--server-side", "--field-manager=ferry-e2e", "-n", ferryv1alpha1.SystemNamespace,
+				"-f", filepath.Join(RepoRoot(), "manifests", "controller-manager", f))
+			Expect(err).NotTo(HaveOccurred(), "apply %s to %s:\n%s", f, c.Name, out)
+		}
+		vkCfg = rest.CopyConfig(cfg)
+		vkCfg.Impersonate = serviceAccount("ferry-virtual-kubelet")
+		cfg = rest.CopyConfig(cfg)
+		cfg.Impersonate = serviceAccount("ferry-controller-manager")
+	}
 	funcs := &peering.FuncLauncher{Run: func(ctx context.Context, vn types.NamespacedName) error {
 		f.VirtualKubeletStarts.Add(1)
 		o := opts.Health
@@ -94,7 +124,7 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 		if o.KubeletAddress == "" {
 			o.KubeletAddress = "127.0.0.1:0" // several virtual kubelets, one host
 		}
-		return vknode.Run(ctx, cfg, o)
+		return vknode.Run(ctx, vkCfg, o)
 	}}
 	var launcher peering.VirtualKubeletLauncher = funcs
 	if opts.VirtualKubeletBinary != "" {
@@ -112,7 +142,7 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	mgr, err := controllermanager.New(runCtx, cfg, controllermanager.Options{
 		ClusterID: id, SharingPercentage: opts.SharingPercentage, GrantDebounce: opts.GrantDebounce, ClusterLabels: opts.ClusterLabels,
-		Launcher: launcher, Network: opts.Network, MetricsAddr: "0", HealthAddr: "0", SeveralPerProcess: true,
+		Launcher: launcher, Network: opts.Network, MetricsAddr: opts.MetricsAddr, MetricsSecure: true, HealthAddr: "0", SeveralPerProcess: true,
 		Now: func() time.Time { return time.Now().Add(time.Duration(f.ClockOffset.Load())) },
 	})
 	Expect(err).NotTo(HaveOccurred(), "start ferry in %s", c.Name)

@@ -1,4 +1,4 @@
-package peeringquota
+package quota
 
 import (
 	"fmt"
@@ -7,19 +7,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	resourcehelper "k8s.io/component-helpers/resource"
 
+	"github.com/ferry-io/ferry/api/grant"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
 // ShadowPodRequests is what the pod a ShadowPod stands for requests, as the
-// scheduler and ResourceQuota count it: the sum of its containers (and
-// restartable init containers), or its largest init container step when
-// that is more, plus its overhead; pod-level requests when set. Quantities
-// are added exactly (resource.Quantity), never through floats or Value().
+// scheduler and ResourceQuota count it (grant.PodRequests, one "pods" slot
+// included). Quantities are added exactly (resource.Quantity), never
+// through floats or Value().
 func ShadowPodRequests(sp *ferryv1alpha1.ShadowPod) corev1.ResourceList {
-	pod := &corev1.Pod{Spec: sp.Spec.Template.Spec}
-	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	return grant.PodRequests(&corev1.Pod{Spec: sp.Spec.Template.Spec})
 }
 
 // Counts says whether a ShadowPod's requests count against its consumer's

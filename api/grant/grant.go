@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
@@ -82,36 +83,16 @@ func ComputeFree(nodes []corev1.Node, pods []corev1.Pod, countPod func(*corev1.P
 	return free
 }
 
-// PodRequests is what a pod holds on its node: the larger of the sum of its
-// containers' requests and each init container's, plus overhead, plus one
+// PodRequests is what a pod holds on its node, as the scheduler counts it
+// (k8s.io/component-helpers): its containers' requests, or its largest init
+// container step when that is more, with restartable init containers
+// (sidecars) running alongside, pod-level requests when set, the larger of
+// spec and status while a resize is in flight, plus overhead; and one
 // "pods" slot.
 func PodRequests(p *corev1.Pod) corev1.ResourceList {
-	reqs := corev1.ResourceList{}
-	for _, c := range p.Spec.Containers {
-		addList(reqs, c.Resources.Requests)
-	}
-	for _, c := range p.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			addList(reqs, c.Resources.Requests) // sidecars run alongside
-			continue
-		}
-		for name, q := range c.Resources.Requests {
-			if have, ok := reqs[name]; !ok || q.Cmp(have) > 0 {
-				reqs[name] = q.DeepCopy()
-			}
-		}
-	}
-	addList(reqs, p.Spec.Overhead)
+	reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true})
 	reqs[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 	return reqs
-}
-
-func addList(dst, src corev1.ResourceList) {
-	for name, q := range src {
-		have := dst[name]
-		have.Add(q)
-		dst[name] = have
-	}
 }
 
 func terminal(p *corev1.Pod) bool {

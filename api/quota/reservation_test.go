@@ -1,4 +1,4 @@
-package peeringquota
+package quota
 
 import (
 	"testing"
@@ -72,5 +72,22 @@ func TestRecountFoldsSeenReservationsAndExpiresTheRest(t *testing.T) {
 	q.Status = status
 	if charged := Charged(q, ""); charged.Cpu().Cmp(resource.MustParse("1250m")) != 0 {
 		t.Errorf("charged %s, want 1250m", charged.Cpu())
+	}
+}
+
+// TestRecountKeepsAnUpdateReservationUntilItsGenerationIsSeen: an update's
+// reservation is folded in only once used counts the updated ShadowPod.
+func TestRecountKeepsAnUpdateReservationUntilItsGenerationIsSeen(t *testing.T) {
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	q := &ferryv1alpha1.PeeringQuota{Spec: ferryv1alpha1.PeeringQuotaSpec{Limits: rl("cpu", "2")}}
+	q.Status.Reservations = []ferryv1alpha1.QuotaReservation{{UID: "web", Requests: rl("cpu", "300m"), Time: metav1.NewTime(now), Generation: 2}}
+	web := cpuShadow("web", "500m")
+	web.Generation = 1
+	if st, _ := Recount(q, []ferryv1alpha1.ShadowPod{*web}, now); len(st.Reservations) != 1 {
+		t.Errorf("reservation dropped at generation 1: %v", st.Reservations)
+	}
+	web.Generation = 2
+	if st, _ := Recount(q, []ferryv1alpha1.ShadowPod{*web}, now); len(st.Reservations) != 0 {
+		t.Errorf("reservation kept once generation 2 is counted: %v", st.Reservations)
 	}
 }

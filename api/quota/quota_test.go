@@ -1,4 +1,4 @@
-package peeringquota
+package quota
 
 import (
 	"strings"
@@ -55,6 +55,10 @@ func TestShadowPodRequests(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			sp := shadow(corev1.PodRunning, tt.spec)
 			got := ShadowPodRequests(&sp)
+			if q := got[corev1.ResourcePods]; q.Cmp(resource.MustParse("1")) != 0 {
+				t.Errorf("pods = %s, want 1: a pod takes one pods slot", q.String())
+			}
+			delete(got, corev1.ResourcePods)
 			for name, want := range tt.want {
 				if q := got[name]; q.Cmp(want) != 0 {
 					t.Errorf("%s = %s, want %s", name, q.String(), want.String())
