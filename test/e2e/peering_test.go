@@ -193,7 +193,7 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 		}
 	})
 
-	It("marks the virtual node NotReady while the provider is down and Ready when it returns, without restarting the virtual kubelet", func(ctx context.Context) {
+	It("marks the virtual node not Ready (Unknown) while the provider is down and Ready when it returns, without restarting the virtual kubelet", func(ctx context.Context) {
 		readiness := func(g Gomega) string {
 			var node corev1.Node
 			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: virtualNode}, &node)).To(Succeed())
@@ -203,7 +203,7 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 		}
 		starts := consumerFerry.VirtualKubeletStarts.Load()
 		provider.StopAPIServer()
-		Eventually(readiness).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal("False/ProviderUnreachable"))
+		Eventually(readiness).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal("Unknown/ProviderUnreachable"))
 		Eventually(func(g Gomega) {
 			var fc ferryv1alpha1.ForeignCluster
 			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: "provider"}, &fc)).To(Succeed())

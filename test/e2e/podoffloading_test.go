@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -315,8 +317,10 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
 		AddReportEntry("shadow pods when the virtual kubelet was killed", fmt.Sprint(len(shadowPods(ctx, Default))))
 		Eventually(func() int { return consumerFerry.Processes.PID(vnKey) }).WithContext(ctx).WithTimeout(10 * time.Second).Should(BeZero())
+		restart := time.Now()
 		Expect(consumerFerry.Processes.Ensure(ctx, vnKey)).To(Succeed(), "start it again, as the controller manager does on its next round")
 		expectConverged(ctx, "batch", 40)
+		AddReportEntry("converged after the virtual kubelet's restart", time.Since(restart).String())
 		Eventually(func(g Gomega) { g.Expect(shadowPods(ctx, g)).To(HaveLen(40)) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	})
 
@@ -337,12 +341,14 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 			var node corev1.Node
 			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: virtualNode}, &node)).To(Succeed())
 			return nodeCondition(&node, corev1.NodeReady).Status
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(corev1.ConditionFalse))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(corev1.ConditionUnknown))
 		Consistently(func(g Gomega) { g.Expect(localPods(ctx, g, map[string]string{"app": "batch"})).To(HaveLen(40)) }).
 			WithContext(ctx).WithTimeout(3*time.Second).Should(Succeed(), "local pods stay while the provider is away")
 		Expect(provider.StartAPIServer(ctx)).To(Succeed())
+		back := time.Now()
 
 		expectConverged(ctx, "batch", 40)
+		AddReportEntry("converged after the provider's API server returned", time.Since(back).String())
 		for _, p := range localPods(ctx, Default, map[string]string{"app": "batch"}) {
 			Expect(before).To(HaveKeyWithValue(p.UID, p.Status.ContainerStatuses[0].RestartCount), "pod %s was replaced or restarted", p.Name)
 		}
@@ -350,5 +356,96 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 			Expect(remoteUIDs).To(HaveKey(r.UID), "remote pod %s was recreated", r.Name)
 		}
 		Expect(consumerFerry.Processes.PID(vnKey)).To(Equal(pid), "the virtual kubelet was restarted")
+	})
+
+	It("evicts what does not tolerate an unreachable provider, runs it elsewhere, and removes the orphaned remote copies once the provider is back", Label("chaos"), func(ctx context.Context) {
+		// The local node is cordoned while the pods are placed, so that they
+		// all land on the virtual node; the replacements then run locally.
+		var local corev1.Node
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: "local-0"}, &local)).To(Succeed())
+		cordon := func(ctx context.Context, on bool) {
+			patch := client.MergeFrom(local.DeepCopy())
+			local.Spec.Unschedulable = on
+			Expect(consumer.Client.Patch(ctx, &local, patch)).To(Succeed())
+		}
+		cordon(ctx, true)
+		DeferCleanup(func(ctx context.Context) { cordon(ctx, false) })
+		unreachable := func(seconds *int64) corev1.Toleration {
+			return corev1.Toleration{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds}
+		}
+		spec := corev1.PodSpec{
+			Tolerations: []corev1.Toleration{{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists}, unreachable(ptr.To[int64](5))},
+			Containers:  []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}},
+		}
+		Expect(consumer.Client.Create(ctx, deployment(ns, "evictable", 2, spec))).To(Succeed())
+		tolerant := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "tolerant", Namespace: ns, Labels: map[string]string{"app": "tolerant"}}, Spec: remotePodSpec()}
+		tolerant.Spec.Tolerations = append(tolerant.Spec.Tolerations, unreachable(nil))
+		Expect(consumer.Client.Create(ctx, tolerant)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(consumer.Client.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "evictable"}}))).To(Succeed())
+			Expect(client.IgnoreNotFound(consumer.Client.Delete(ctx, tolerant, client.GracePeriodSeconds(0)))).To(Succeed())
+		})
+		var evicted []types.UID
+		Eventually(func(g Gomega) {
+			pods := localPods(ctx, g, map[string]string{"app": "evictable"})
+			g.Expect(pods).To(HaveLen(2))
+			evicted = nil
+			for _, p := range append(pods, *tolerant) {
+				if p.Name == tolerant.Name {
+					g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(tolerant), &p)).To(Succeed())
+				}
+				g.Expect(p.Spec.NodeName).To(Equal(virtualNode), "pod %s", p.Name)
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
+				if p.Name != tolerant.Name {
+					evicted = append(evicted, p.UID)
+				}
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		cordon(ctx, false)
+
+		tolerantRemote := remotePods(ctx, Default, map[string]string{"app": "tolerant"})
+		Expect(tolerantRemote).To(HaveLen(1))
+
+		By("the provider's API server stops: unreachable taints, eviction after 5 s, replacements run locally; the tolerant pod stays")
+		provider.StopAPIServer()
+		Eventually(func(g Gomega) {
+			var node corev1.Node
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: virtualNode}, &node)).To(Succeed())
+			g.Expect(node.Spec.Taints).To(ContainElement(And(HaveField("Key", corev1.TaintNodeUnreachable), HaveField("Effect", corev1.TaintEffectNoExecute))))
+		}).WithContext(ctx).WithTimeout(60*time.Second).Should(Succeed(), "the node lifecycle controller taints the node")
+		Eventually(func(g Gomega) {
+			running := 0
+			for _, p := range localPods(ctx, g, map[string]string{"app": "evictable"}) {
+				if slices.Contains(evicted, p.UID) {
+					g.Expect(p.DeletionTimestamp).NotTo(BeNil(), "pod %s outlived its tolerationSeconds", p.Name)
+					continue
+				}
+				g.Expect(p.Spec.NodeName).To(Equal("local-0"), "replacement %s", p.Name)
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+			g.Expect(running).To(Equal(2))
+		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
+		Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(tolerant), tolerant)).To(Succeed())
+		Expect(tolerant.DeletionTimestamp).To(BeNil(), "the pod tolerating unreachable was evicted")
+
+		By("the provider returns: the evicted pods' remote copies go, nothing runs twice, the tolerant pod is untouched")
+		back := time.Now()
+		Expect(provider.StartAPIServer(ctx)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(remotePods(ctx, g, map[string]string{"app": "evictable"})).To(BeEmpty(), "remote copies of evicted pods")
+			for _, sp := range shadowPods(ctx, g) {
+				g.Expect(sp.Spec.Template.Metadata.Labels).NotTo(HaveKeyWithValue("app", "evictable"), "ShadowPod %s", sp.Name)
+			}
+			for _, p := range localPods(ctx, g, map[string]string{"app": "evictable"}) {
+				g.Expect(evicted).NotTo(ContainElement(p.UID), "evicted pod %s still there", p.Name)
+			}
+		}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(),
+			"bounded by the virtual kubelet's watches of the provider listing again (client-go backs off up to 30 s)")
+		AddReportEntry("orphaned remote copies removed after the provider returned", time.Since(back).String())
+		remote := remotePods(ctx, Default, map[string]string{"app": "tolerant"})
+		Expect(remote).To(HaveLen(1))
+		Expect(remote[0].UID).To(Equal(tolerantRemote[0].UID), "the tolerant pod's remote copy was replaced")
 	})
 })

@@ -8,9 +8,10 @@
 // it, Run
 //
 //   - probes the provider API server's /readyz every HealthCheckPeriod and
-//     reports the Node Ready=False (reason ProviderUnreachable) after
+//     reports the Node Ready=Unknown (reason ProviderUnreachable) after
 //     FailureThreshold consecutive failures, Ready=True (ProviderReachable)
-//     on the next success, so Kubernetes' taint-based eviction applies;
+//     on the next success, so the node lifecycle controller's unreachable
+//     taints and taint-based eviction apply;
 //   - watches its VirtualNode and carries changes of spec.resources,
 //     spec.nodeShapes, spec.labels and spec.taints to the Node within
 //     seconds;

@@ -134,8 +134,14 @@ func BuildNode(vn *ferryv1alpha1.VirtualNode, h Health, started time.Time, ep En
 	}, nil
 }
 
+// nodeConditions are the Node's conditions. An unreachable provider makes
+// Ready Unknown, as the node lifecycle controller reports a kubelet it cannot
+// hear: the node is not known to be broken, its pods may well run. The
+// lifecycle controller then puts the standard node.kubernetes.io/unreachable
+// taints on it, and pods without a toleration are evicted after their
+// tolerationSeconds.
 func nodeConditions(h Health, started time.Time) []corev1.NodeCondition {
-	ready := corev1.ConditionFalse
+	ready := corev1.ConditionUnknown
 	if h.Ready {
 		ready = corev1.ConditionTrue
 	}

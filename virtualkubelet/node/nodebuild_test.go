@@ -117,8 +117,8 @@ func TestBuildNode(t *testing.T) {
 	if _, ok := n.Annotations[ferryv1alpha1.AnnotationStorageClasses]; ok {
 		t.Errorf("storage classes annotation set without classes")
 	}
-	if c := n.Status.Conditions[0]; c.Type != corev1.NodeReady || c.Status != corev1.ConditionFalse || c.Reason != ReasonProviderUnreachable {
-		t.Errorf("Ready condition %+v, want False/ProviderUnreachable", c)
+	if c := n.Status.Conditions[0]; c.Type != corev1.NodeReady || c.Status != corev1.ConditionUnknown || c.Reason != ReasonProviderUnreachable {
+		t.Errorf("Ready condition %+v, want Unknown/ProviderUnreachable", c)
 	}
 }
 

@@ -363,15 +363,15 @@ func TestRun(t *testing.T) {
 	})
 	eventually(t, 10*time.Second, "virtual node status observes the new generation", checkStatus(metav1.ConditionTrue, ReasonProviderReachable))
 
-	// 6. Provider outage: NotReady after threshold x period (plus slack);
+	// 6. Provider outage: Ready Unknown after threshold x period (plus slack);
 	// back: Ready, in the same Run.
 	provider.StopAPIServer()
-	eventually(t, 20*time.Second, "node NotReady while the provider is down", func(ctx context.Context) error {
+	eventually(t, 20*time.Second, "node Ready Unknown while the provider is down", func(ctx context.Context) error {
 		n, err := nodes.Get(ctx, "ferry-provider", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if c := nodeCondition(n, corev1.NodeReady); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonProviderUnreachable || c.Message == "" {
+		if c := nodeCondition(n, corev1.NodeReady); c == nil || c.Status != corev1.ConditionUnknown || c.Reason != ReasonProviderUnreachable || c.Message == "" {
 			return fmt.Errorf("Ready condition %+v", c)
 		}
 		return nil
