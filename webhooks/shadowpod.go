@@ -31,13 +31,15 @@ const maxQuotaAttempts = 8
 // ShadowPodValidator guards a provider against its consumers: a consumer
 // (the ferry-consumer ServiceAccount of its tenant namespace) writes
 // ShadowPods only in its own twin namespaces and only under its own
-// ClusterID, and a new ShadowPod is admitted only when its requests fit in
+// ClusterID; a new or changed template must meet the consumer's Pod
+// Security level (api/podsecurity); a new ShadowPod, or an update raising
+// its requests, is admitted only when the requests (or the increase) fit in
 // every PeeringQuota of the twin namespace's consumer. Room is reserved in
 // the quota's status by an update carrying the resourceVersion read, so
 // concurrent admissions, in this replica or another, serialize on the
 // quota: of two ShadowPods where only one fits, one is refused.
 type ShadowPodValidator struct {
-	// Reader reads Namespaces and PeeringQuotas (a cache: quotas are read
+	// Reader reads Namespaces, ForeignClusters and PeeringQuotas (a cache: quotas are read
 	// again from APIReader after a lost race).
 	Reader client.Reader
 	// APIReader reads PeeringQuotas from the API server.
