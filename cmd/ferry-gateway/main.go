@@ -57,7 +57,7 @@ func runGateway(args []string, klogFlags *flag.FlagSet) error {
 	var c common
 	var endpoint, podAddress string
 	var forceUserspace bool
-	g := gateway.GatewayOptions{DataPlane: &gateway.DataPlane{}}
+	g := gateway.GatewayOptions{Settings: gateway.Settings{DataPlane: &gateway.DataPlane{}}}
 	fs := pflag.NewFlagSet("ferry-gateway", pflag.ExitOnError)
 	c.register(fs)
 	fs.StringVar(&endpoint, "endpoint", "", "address:port peers reach this gateway's WireGuard UDP port at (its Service's load balancer or node address and port)")

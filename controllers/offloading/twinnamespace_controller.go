@@ -15,10 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	psaapi "k8s.io/pod-security-admission/api"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ferry-io/ferry/api/podsecurity"
@@ -244,7 +246,10 @@ func (r *TwinNamespaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("twinnamespace").
 		For(&ferryv1alpha1.TwinNamespace{}).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.requestsFor)).
-		Watches(&ferryv1alpha1.ForeignCluster{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfConsumer)).
+		// Spec changes only (podSecurity): a ForeignCluster's status
+		// changes with every health transition.
+		Watches(&ferryv1alpha1.ForeignCluster{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfConsumer),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
 }
 

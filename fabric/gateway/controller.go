@@ -43,13 +43,9 @@ const (
 
 var request = reconcile.Request{NamespacedName: client.ObjectKey{Name: "gateway"}}
 
-// Reconciler runs the gateway: it publishes its endpoint and key in this
-// cluster's NetworkConfig, installs the Plan of its peers' NetworkConfigs
-// in the data plane, and reports TunnelUp on each.
-type Reconciler struct {
-	client.Client
-	// ClusterID of this cluster (its local NetworkConfig's name).
-	ClusterID ferryv1alpha1.ClusterID
+// Settings are what ferry-gateway is told: where it is reached, its keys
+// and the data plane installing the plan.
+type Settings struct {
 	// Endpoint is the address and port peers reach the gateway at (the
 	// Service's, in a cluster).
 	EndpointAddress string
@@ -64,6 +60,16 @@ type Reconciler struct {
 	KeyRotation, RotationGrace time.Duration
 	// DataPlane installs the plan.
 	DataPlane *DataPlane
+}
+
+// Reconciler runs the gateway: it publishes its endpoint and key in this
+// cluster's NetworkConfig, installs the Plan of its peers' NetworkConfigs
+// in the data plane, and reports TunnelUp on each.
+type Reconciler struct {
+	client.Client
+	// ClusterID of this cluster (its local NetworkConfig's name).
+	ClusterID ferryv1alpha1.ClusterID
+	Settings
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 

@@ -193,7 +193,7 @@ func TestDataPathJoinsClustersWithOnePodCIDR(t *testing.T) {
 	}
 
 	// The metrics read the same counters and the tunnel at each scrape.
-	r := &Reconciler{DataPlane: p.gws["home"], Now: time.Now, names: map[string]string{p.keys["eu"].PublicKey().String(): "eu"}}
+	r := &Reconciler{Settings: Settings{DataPlane: p.gws["home"]}, Now: time.Now, names: map[string]string{p.keys["eu"].PublicKey().String(): "eu"}}
 	r.probes.Store("eu", rtt)
 	col := newCollector(r)
 	col.setRules(len(p.plans["home"].Peers))

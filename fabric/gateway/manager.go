@@ -3,8 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"net/netip"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -71,17 +69,7 @@ func newManager(cfg *rest.Config, o Options, secrets bool) (manager.Manager, err
 // GatewayOptions configure ferry-gateway.
 type GatewayOptions struct {
 	Options
-	// EndpointAddress and EndpointPort are where peers reach the gateway.
-	EndpointAddress string
-	EndpointPort    int32
-	// PodAddress is the gateway pod's IP.
-	PodAddress netip.Addr
-	// KeySecret names the key Secret in ferry-system.
-	KeySecret string
-	// KeyRotation and RotationGrace: see Reconciler.
-	KeyRotation, RotationGrace time.Duration
-	// DataPlane installs the plan.
-	DataPlane *DataPlane
+	Settings
 }
 
 // NewGateway builds ferry-gateway's manager. When the manager stops, the
@@ -97,8 +85,7 @@ func NewGateway(cfg *rest.Config, o GatewayOptions) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), ClusterID: o.ClusterID, EndpointAddress: o.EndpointAddress, EndpointPort: o.EndpointPort,
-		PodAddress: o.PodAddress, KeySecret: o.KeySecret, KeyRotation: o.KeyRotation, RotationGrace: o.RotationGrace, DataPlane: o.DataPlane}
+	r := &Reconciler{Client: mgr.GetClient(), ClusterID: o.ClusterID, Settings: o.Settings}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
