@@ -16,11 +16,6 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
-// VirtualKubeletServiceAccount runs the virtual kubelets' Deployments; its
-// ClusterRole (manifests/rbac) lets it register nodes and leases and read
-// its VirtualNode and credential.
-const VirtualKubeletServiceAccount = "ferry-virtual-kubelet"
-
 // DeploymentLauncher runs each virtual kubelet as a one-replica Deployment
 // beside its VirtualNode, owned by it, so deleting the VirtualNode removes it.
 type DeploymentLauncher struct {
@@ -48,7 +43,9 @@ func (l *DeploymentLauncher) Ensure(ctx context.Context, vnKey types.NamespacedN
 		// One at a time: two virtual kubelets must never serve one node.
 		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
 		d.Spec.Template.Labels = labels
-		d.Spec.Template.Spec.ServiceAccountName = VirtualKubeletServiceAccount
+		// Its own identity (VirtualKubeletIdentity), made by the peering
+		// controller before it launches the virtual kubelet.
+		d.Spec.Template.Spec.ServiceAccountName = VirtualKubeletIdentity(vnKey.Name)
 		d.Spec.Template.Spec.Containers = []corev1.Container{{
 			Name:  "virtual-kubelet",
 			Image: l.Image,
@@ -86,4 +83,4 @@ func (l *DeploymentLauncher) Remove(ctx context.Context, vnKey types.NamespacedN
 	return nil
 }
 
-func deploymentName(vn types.NamespacedName) string { return "ferry-vk-" + vn.Name }
+func deploymentName(vn types.NamespacedName) string { return VirtualKubeletIdentity(vn.Name) }

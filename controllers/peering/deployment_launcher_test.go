@@ -59,7 +59,7 @@ func TestDeploymentLauncherRunsOneVirtualKubeletPerVirtualNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctr := d.Spec.Template.Spec.Containers[0]
-	if ctr.Image != l.Image || d.Spec.Template.Spec.ServiceAccountName != VirtualKubeletServiceAccount || *d.Spec.Replicas != 1 {
+	if ctr.Image != l.Image || d.Spec.Template.Spec.ServiceAccountName != VirtualKubeletIdentity(vn.Name) || *d.Spec.Replicas != 1 {
 		t.Errorf("deployment runs %s as %s x%d", ctr.Image, d.Spec.Template.Spec.ServiceAccountName, *d.Spec.Replicas)
 	}
 	wantArgs := []string{"--virtual-node-namespace=ferry-system", "--virtual-node-name=ferry-provider", "--node-ip=$(POD_IP)", "--health-check-period=5s"}

@@ -174,6 +174,10 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualNodeFailed", err.Error())
 		return
 	}
+	if err := ensureVirtualKubeletIdentity(ctx, r.Client, client.ObjectKeyFromObject(vn)); err != nil {
+		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualKubeletFailed", err.Error())
+		return
+	}
 	if err := r.Launcher.Ensure(ctx, client.ObjectKeyFromObject(vn)); err != nil {
 		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualKubeletFailed", err.Error())
 		return
@@ -370,6 +374,9 @@ func (r *PeerReconciler) unpeer(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 	vnKey := types.NamespacedName{Namespace: ns, Name: VirtualNodeName(fc.Spec.ClusterID)}
 	if err := r.Launcher.Remove(ctx, vnKey); err != nil {
 		return fmt.Errorf("stop virtual kubelet: %w", err)
+	}
+	if err := removeVirtualKubeletIdentity(ctx, r.Client, vnKey); err != nil {
+		return fmt.Errorf("remove the virtual kubelet's identity: %w", err)
 	}
 	if err := r.Delete(ctx, &ferryv1alpha1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Name: vnKey.Name, Namespace: vnKey.Namespace}}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete VirtualNode %s: %w", vnKey, err)

@@ -14,12 +14,16 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -464,6 +468,98 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 		By("privileged, set by the provider's admin: a privileged pod runs")
 		setLevel(ctx, ferryv1alpha1.PodSecurityPrivileged)
 		expectRunning(pod("privileged-allowed", privileged))
+	})
+
+	It("holds each virtual kubelet to its own Node, Lease, VirtualNode and pods, as NodeRestriction holds kubelets", Label("security"), func(ctx context.Context) {
+		remote, _ := offload(ctx, "vkr", ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote})
+		plain := framework.CreateNamespace(ctx, consumer, "vkr-local")
+		Expect(consumer.Client.Create(ctx, plainDeployment(remote, "api", 1))).To(Succeed())
+		Expect(consumer.Client.Create(ctx, plainDeployment(plain, "web", 1))).To(Succeed())
+		var remotePod, localPod corev1.Pod
+		Eventually(func(g Gomega) {
+			pods := podsOf(ctx, g, remote, "api")
+			g.Expect(pods).To(HaveLen(1))
+			g.Expect(pods[0].Spec.NodeName).To(Equal(virtualNode))
+			remotePod = pods[0]
+			pods = podsOf(ctx, g, plain, "web")
+			g.Expect(pods).To(HaveLen(1))
+			g.Expect(pods[0].Spec.NodeName).To(HavePrefix("local-"))
+			localPod = pods[0]
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+		as := func(virtualNode string) client.Client {
+			GinkgoHelper()
+			cfg := rest.CopyConfig(consumer.Config)
+			cfg.Impersonate = framework.ServiceAccount(ferryv1alpha1.SystemNamespace, peering.VirtualKubeletIdentity(virtualNode))
+			c, err := client.New(cfg, client.Options{Scheme: consumer.Client.Scheme()})
+			Expect(err).NotTo(HaveOccurred())
+			return c
+		}
+		By("binding a second virtual kubelet identity, as the controller manager binds each")
+		ghost := "ferry-ghost"
+		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: peering.VirtualKubeletIdentity(ghost)},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "ferry-virtual-kubelet"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ferryv1alpha1.SystemNamespace, Name: peering.VirtualKubeletIdentity(ghost)}}}
+		Expect(consumer.Client.Create(ctx, crb)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(consumer.Client.Delete(ctx, crb))).To(Succeed())
+		})
+		own, other := as(virtualNode), as(ghost)
+		Eventually(func() error { // RBAC's cache takes the binding in
+			return other.Get(ctx, client.ObjectKey{Name: virtualNode}, &corev1.Node{})
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+
+		// Every write is a dry run: admission runs, nothing changes.
+		touch := []byte(`{"metadata":{"labels":{"e2e.ferry.io/touched":"true"}}}`)
+		patch := func(c client.Client, obj client.Object) error {
+			return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, touch), client.DryRunAll)
+		}
+		patchStatus := func(c client.Client, obj client.Object) error {
+			return c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{}`)), client.DryRunAll)
+		}
+		node := func(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+		lease := func(name string) *coordinationv1.Lease {
+			return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: name}}
+		}
+		vn := &ferryv1alpha1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Namespace: ferryv1alpha1.SystemNamespace, Name: virtualNode}}
+		cases := []struct {
+			what    string
+			do      func() error
+			allowed bool
+		}{
+			{"its own Node", func() error { return patch(own, node(virtualNode)) }, true},
+			{"its own Node's status", func() error { return patchStatus(own, node(virtualNode)) }, true},
+			{"its own Lease", func() error { return patch(own, lease(virtualNode)) }, true},
+			{"its own VirtualNode's status", func() error { return patchStatus(own, vn) }, true},
+			{"the status of a pod bound to it", func() error { return patchStatus(own, remotePod.DeepCopy()) }, true},
+			{"a pod bound to it, deleted", func() error { return own.Delete(ctx, remotePod.DeepCopy(), client.DryRunAll) }, true},
+			{"a Node of its own name, created", func() error {
+				return other.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ghost}}, client.DryRunAll)
+			}, true},
+			{"a local Node", func() error { return patch(own, node(localPod.Spec.NodeName)) }, false},
+			{"a local Node's status", func() error { return patchStatus(own, node(localPod.Spec.NodeName)) }, false},
+			{"the status of a local pod", func() error { return patchStatus(own, localPod.DeepCopy()) }, false},
+			{"a local pod, deleted", func() error { return own.Delete(ctx, localPod.DeepCopy(), client.DryRunAll) }, false},
+			{"another virtual kubelet's Node", func() error { return patch(other, node(virtualNode)) }, false},
+			{"another virtual kubelet's Node status", func() error { return patchStatus(other, node(virtualNode)) }, false},
+			{"another virtual kubelet's Lease", func() error { return patch(other, lease(virtualNode)) }, false},
+			{"another virtual kubelet's VirtualNode status", func() error { return patchStatus(other, vn) }, false},
+			{"the status of another virtual kubelet's pod", func() error { return patchStatus(other, remotePod.DeepCopy()) }, false},
+			{"another virtual kubelet's pod, deleted", func() error { return other.Delete(ctx, remotePod.DeepCopy(), client.DryRunAll) }, false},
+			{"a Node of another name, created", func() error {
+				return other.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ferry-someone-else"}}, client.DryRunAll)
+			}, false},
+		}
+		for _, c := range cases {
+			err := c.do()
+			if c.allowed {
+				Expect(err).NotTo(HaveOccurred(), "a virtual kubelet may change %s", c.what)
+				continue
+			}
+			Expect(err).To(HaveOccurred(), "a virtual kubelet changed %s", c.what)
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", c.what, err)
+			Expect(err).To(MatchError(ContainSubstring("ferry-virtual-kubelet-restriction")), "%s: refused by the policy, not by RBAC", c.what)
+		}
 	})
 
 	It("lets a consumer write ShadowPods only in its twin namespaces as itself, within its PeeringQuota, exactly under parallel creates and updates", func(ctx context.Context) {

@@ -68,16 +68,17 @@ type FerryOptions struct {
 	MetricsAddr string
 	// AsServiceAccounts runs the controller manager and the in-process
 	// virtual kubelets with the identities and roles the manifests give
-	// them (ServiceAccounts ferry-controller-manager and
-	// ferry-virtual-kubelet, impersonated), not as the cluster's admin, so
-	// a right missing from the generated roles fails the spec.
+	// them (ServiceAccount ferry-controller-manager, and each virtual
+	// kubelet its own, peering.VirtualKubeletIdentity, impersonated), not as
+	// the cluster's admin, so a right missing from the generated roles, or
+	// refused by the virtual kubelets' admission policy, fails the spec.
 	AsServiceAccounts bool
 }
 
-// serviceAccount is the identity of ServiceAccount ferry-system/name.
-func serviceAccount(name string) rest.ImpersonationConfig {
-	return rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ferryv1alpha1.SystemNamespace + ":" + name,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ferryv1alpha1.SystemNamespace, "system:authenticated"}}
+// ServiceAccount is the identity of ServiceAccount namespace/name.
+func ServiceAccount(namespace, name string) rest.ImpersonationConfig {
+	return rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
 }
 
 // StartFerry runs ferry's controller manager for c until the current node
@@ -111,10 +112,8 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 				"-f", filepath.Join(RepoRoot(), "manifests", "controller-manager", f))
 			Expect(err).NotTo(HaveOccurred(), "apply %s to %s:\n%s", f, c.Name, out)
 		}
-		vkCfg = rest.CopyConfig(cfg)
-		vkCfg.Impersonate = serviceAccount("ferry-virtual-kubelet")
 		cfg = rest.CopyConfig(cfg)
-		cfg.Impersonate = serviceAccount("ferry-controller-manager")
+		cfg.Impersonate = ServiceAccount(ferryv1alpha1.SystemNamespace, "ferry-controller-manager")
 	}
 	funcs := &peering.FuncLauncher{Run: func(ctx context.Context, vn types.NamespacedName) error {
 		f.VirtualKubeletStarts.Add(1)
@@ -123,6 +122,11 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 		o.DisableNetwork = opts.Network.Disabled
 		if o.KubeletAddress == "" {
 			o.KubeletAddress = "127.0.0.1:0" // several virtual kubelets, one host
+		}
+		vkCfg := vkCfg
+		if opts.AsServiceAccounts {
+			vkCfg = rest.CopyConfig(vkCfg)
+			vkCfg.Impersonate = ServiceAccount(vn.Namespace, peering.VirtualKubeletIdentity(vn.Name))
 		}
 		return vknode.Run(ctx, vkCfg, o)
 	}}
