@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/ferry-io/ferry/api/quota"
+	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
-	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/webhooks/certrotator"
 )
 
@@ -96,7 +96,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		serverOpts.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = rotator.GetCertificate }}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 peering.Scheme(),
+		Scheme:                 ferryscheme.Scheme(),
 		WebhookServer:          webhook.NewServer(serverOpts),
 		Metrics:                metricsOptions(opts.MetricsAddr, opts.MetricsSecure),
 		HealthProbeBindAddress: opts.HealthAddr,

@@ -21,7 +21,6 @@ import (
 	"github.com/ferry-io/ferry/api/podsecurity"
 	"github.com/ferry-io/ferry/api/quota"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
-	"github.com/ferry-io/ferry/controllers/peering"
 )
 
 // maxQuotaAttempts bounds how often a charge is retried after losing a
@@ -116,7 +115,7 @@ func (v *ShadowPodValidator) Handle(ctx context.Context, req admission.Request) 
 // "" for any other user.
 func (v *ShadowPodValidator) requestingConsumer(ctx context.Context, username string) (ferryv1alpha1.ClusterID, error) {
 	namespace, name, err := serviceaccount.SplitUsername(username)
-	if err != nil || name != peering.ConsumerServiceAccount {
+	if err != nil || name != ferryv1alpha1.ConsumerServiceAccount {
 		return "", nil
 	}
 	var tenant corev1.Namespace

@@ -36,6 +36,12 @@ const (
 	// NodeShapes of its provider's grant, for the RemoteFit scheduler plugin.
 	AnnotationNodeShapes = "ferry.io/node-shapes"
 
+	// ConsumerServiceAccount is, in a provider's tenant namespace, the
+	// identity of the consumer; its tokens are the consumer's credential.
+	// Deleting it (with the tenant namespace) revokes every token issued
+	// for it.
+	ConsumerServiceAccount = "ferry-consumer"
+
 	// SystemNamespace is where ferry's components and cluster-wide peering
 	// objects (credentials, VirtualNodes) live.
 	SystemNamespace = "ferry-system"

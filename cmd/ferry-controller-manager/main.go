@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/controllermanager"
 	fabricctrl "github.com/ferry-io/ferry/controllers/fabric"
@@ -93,7 +94,7 @@ func run(f flags) error {
 		if f.vkImage == "" {
 			return fmt.Errorf("--virtual-kubelet-image is required with --virtual-kubelet-mode=deployment")
 		}
-		c, err := client.New(cfg, client.Options{Scheme: peering.Scheme()})
+		c, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
 		if err != nil {
 			return fmt.Errorf("build client: %w", err)
 		}

@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ferry-io/ferry/api/grant"
+	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	fabricctrl "github.com/ferry-io/ferry/controllers/fabric"
 	"github.com/ferry-io/ferry/controllers/kubeletcerts"
@@ -116,7 +117,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	direct, err := client.New(cfg, client.Options{Scheme: peering.Scheme()})
+	direct, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
 	if err != nil {
 		return nil, fmt.Errorf("build client: %w", err)
 	}
@@ -124,7 +125,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: peering.Scheme(),
+		Scheme: ferryscheme.Scheme(),
 		// Credentials live in ferry-system: cache (and be allowed to read)
 		// no other Secrets.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{

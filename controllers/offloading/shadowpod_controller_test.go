@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 )
@@ -54,7 +55,7 @@ func TestPodForCarriesTemplateAndOrigin(t *testing.T) {
 			Spec:     corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
 		}},
 	}
-	pod, err := PodFor(sp, peering.Scheme())
+	pod, err := PodFor(sp, ferryscheme.Scheme())
 	if err != nil {
 		t.Fatal(err)
 	}

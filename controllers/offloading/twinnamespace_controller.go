@@ -113,7 +113,7 @@ func (r *TwinNamespaceReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if _, err := controllerutil.CreateOrPatch(ctx, r.Client, binding, func() error {
 		binding.Labels = twinLabels(&tw)
 		binding.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ferryv1alpha1.TwinNamespaceClusterRole}
-		binding.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: peering.ConsumerServiceAccount, Namespace: tw.Namespace}}
+		binding.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ferryv1alpha1.ConsumerServiceAccount, Namespace: tw.Namespace}}
 		return nil
 	}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("bind the consumer in namespace %s: %w", tw.Name, err)

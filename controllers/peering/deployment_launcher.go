@@ -3,6 +3,7 @@ package peering
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +71,23 @@ func (l *DeploymentLauncher) Ensure(ctx context.Context, vnKey types.NamespacedN
 	})
 	if err != nil {
 		return fmt.Errorf("ensure virtual kubelet Deployment %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	return nil
+}
+
+// annotationRestartedAt, on a virtual kubelet Deployment's pod template,
+// rolls it (as kubectl rollout restart does).
+const annotationRestartedAt = "ferry.io/restarted-at"
+
+// Restart implements VirtualKubeletLauncher by rolling the Deployment: its
+// Recreate strategy ends the old pod before it makes the new one. (Deleting
+// the Deployment and making it again would not: its old pods are collected
+// in the background while the new Deployment already starts one.)
+func (l *DeploymentLauncher) Restart(ctx context.Context, vnKey types.NamespacedName) error {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: deploymentName(vnKey), Namespace: vnKey.Namespace}}
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, annotationRestartedAt, time.Now().UTC().Format(time.RFC3339Nano))
+	if err := l.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("restart virtual kubelet Deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	return nil
 }

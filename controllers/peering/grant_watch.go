@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -21,7 +22,7 @@ import (
 // is re-opened with backoff, and the periodic reconcile covers the gap.
 func watchGrant(ctx context.Context, cfg *rest.Config, tenant, consumer string, fc *ferryv1alpha1.ForeignCluster, wake chan<- event.GenericEvent) {
 	logger := log.FromContext(ctx).WithValues("provider", fc.Spec.ClusterID)
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: ferryscheme.Scheme()})
 	if err != nil {
 		logger.Error(err, "Cannot watch the grant; following it at the health-check period")
 		return

@@ -22,6 +22,9 @@ type VirtualKubeletLauncher interface {
 	Ensure(ctx context.Context, virtualNode types.NamespacedName) error
 	// Remove stops it; stopping one that does not run is no error.
 	Remove(ctx context.Context, virtualNode types.NamespacedName) error
+	// Restart replaces a running virtual kubelet by a new one (which reads
+	// its credential again), never running both at once.
+	Restart(ctx context.Context, virtualNode types.NamespacedName) error
 }
 
 // FuncLauncher runs virtual kubelets as goroutines calling Run, which must
@@ -77,6 +80,15 @@ func (l *FuncLauncher) Remove(_ context.Context, vn types.NamespacedName) error 
 		<-rk.done
 	}
 	return nil
+}
+
+// Restart implements VirtualKubeletLauncher: the old one has ended when the
+// new one starts.
+func (l *FuncLauncher) Restart(ctx context.Context, vn types.NamespacedName) error {
+	if err := l.Remove(ctx, vn); err != nil {
+		return err
+	}
+	return l.Ensure(ctx, vn)
 }
 
 // StopAll stops every virtual kubelet the launcher runs, for shutdown.
@@ -155,6 +167,15 @@ func (l *ProcessLauncher) Ensure(ctx context.Context, vn types.NamespacedName) e
 	l.running[vn] = &kubeletProcess{cmd: cmd, done: done}
 	log.FromContext(ctx).Info("Started virtual kubelet process", "virtualNode", vn, "pid", cmd.Process.Pid)
 	return nil
+}
+
+// Restart implements VirtualKubeletLauncher: the old process has exited
+// when the new one starts.
+func (l *ProcessLauncher) Restart(ctx context.Context, vn types.NamespacedName) error {
+	if err := l.Remove(ctx, vn); err != nil {
+		return err
+	}
+	return l.Ensure(ctx, vn)
 }
 
 // StopAll stops every virtual kubelet process, for shutdown.

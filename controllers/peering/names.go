@@ -8,11 +8,6 @@ import (
 )
 
 const (
-	// ConsumerServiceAccount is, in a tenant namespace, the identity of the
-	// consumer; its tokens are the consumer's credential. Deleting it (with
-	// the tenant namespace) revokes every token issued for it.
-	ConsumerServiceAccount = "ferry-consumer"
-
 	// ConsumerRole is the Role of the consumer in its tenant namespace.
 	ConsumerRole = "ferry-consumer"
 

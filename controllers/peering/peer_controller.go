@@ -47,6 +47,9 @@ type PeerReconciler struct {
 	watches map[string]grantWatch   // by ForeignCluster name
 	wake    chan event.GenericEvent // grant changes seen by watchGrant
 	baseCtx context.Context         // the manager's, for the grant watches
+	// identities are the virtual nodes whose virtual kubelet identity this
+	// process applied; the others get it applied on their next round.
+	identities map[types.NamespacedName]bool
 }
 
 // grantWatch is the watch of one provider's grant, opened with the provider
@@ -115,6 +118,13 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 	probeCtx, cancel := context.WithTimeout(ctx, max(timeout, time.Second))
 	_, err = prov.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(probeCtx)
 	cancel()
+	if apierrors.IsUnauthorized(err) {
+		// It answers, but not to this credential (revoked, or expired):
+		// an invalid token is refused even on /readyz.
+		set(ferryv1alpha1.ForeignClusterAPIServerReady, true, "Ready", "the provider's API server answers /readyz")
+		set(ferryv1alpha1.ForeignClusterAuthenticated, false, "Unauthorized", "the provider refused the credential: "+err.Error())
+		return
+	}
 	if err != nil {
 		set(ferryv1alpha1.ForeignClusterAPIServerReady, false, "Unreachable", err.Error())
 		return
@@ -139,15 +149,11 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 		return
 	}
 	set(ferryv1alpha1.ForeignClusterAuthenticated, true, "Accepted", "the provider accepts the credential")
-	if renewed, err := r.renewCredential(ctx, fc, prov); err != nil {
+	// A renewed credential reaches the virtual kubelet below, which
+	// restarts it on a new credential version while the old token is still
+	// valid.
+	if _, err := r.renewCredential(ctx, fc, prov); err != nil {
 		set(ferryv1alpha1.ForeignClusterAuthenticated, true, "RenewalFailed", err.Error())
-	} else if renewed {
-		// The virtual kubelet reads its credential at start: restart it
-		// (below) while the old token is still valid.
-		vnKey := types.NamespacedName{Namespace: fc.Spec.CredentialsSecretRef.Namespace, Name: VirtualNodeName(fc.Spec.ClusterID)}
-		if err := r.Launcher.Remove(ctx, vnKey); err != nil {
-			set(ferryv1alpha1.ForeignClusterAuthenticated, true, "RenewalFailed", "restart the virtual kubelet: "+err.Error())
-		}
 	}
 
 	granted := meta.FindStatusCondition(slice.Status.Conditions, ferryv1alpha1.ResourceSliceGranted)
@@ -174,14 +180,72 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualNodeFailed", err.Error())
 		return
 	}
-	if err := ensureVirtualKubeletIdentity(ctx, r.Client, client.ObjectKeyFromObject(vn)); err != nil {
+	if err := r.launchVirtualKubelet(ctx, fc, vn); err != nil {
 		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualKubeletFailed", err.Error())
 		return
 	}
-	if err := r.Launcher.Ensure(ctx, client.ObjectKeyFromObject(vn)); err != nil {
-		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualKubeletFailed", err.Error())
-		return
+}
+
+// ensureIdentity applies a virtual kubelet's identity once per process, and
+// again when its ServiceAccount is gone from the cache: four server-side
+// applies every health-check round would be requests for nothing.
+func (r *PeerReconciler) ensureIdentity(ctx context.Context, key types.NamespacedName) error {
+	r.mu.Lock()
+	done := r.identities[key]
+	r.mu.Unlock()
+	if done {
+		err := r.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: VirtualKubeletIdentity(key.Name)}, &corev1.ServiceAccount{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("read the virtual kubelet's ServiceAccount: %w", err)
+		}
 	}
+	if err := ensureVirtualKubeletIdentity(ctx, r.Client, key); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.identities == nil {
+		r.identities = map[types.NamespacedName]bool{}
+	}
+	r.identities[key] = true
+	return nil
+}
+
+// annotationCredentialVersion, on a VirtualNode, is the resourceVersion of
+// the credentials Secret its virtual kubelet was started with.
+const annotationCredentialVersion = "ferry.io/credential-version"
+
+// launchVirtualKubelet runs the virtual kubelet of vn as its own identity.
+// The virtual kubelet reads its credential only when it starts, so when the
+// credentials Secret changed since (renewed by this controller, or reissued
+// by an admin after a revocation), it is restarted.
+func (r *PeerReconciler) launchVirtualKubelet(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, vn *ferryv1alpha1.VirtualNode) error {
+	key := client.ObjectKeyFromObject(vn)
+	if err := r.ensureIdentity(ctx, key); err != nil {
+		return err
+	}
+	ref := fc.Spec.CredentialsSecretRef
+	var secret corev1.Secret
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &secret); err != nil {
+		return fmt.Errorf("read credentials Secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	if launched := vn.Annotations[annotationCredentialVersion]; launched != secret.ResourceVersion {
+		if launched != "" {
+			if err := r.Launcher.Restart(ctx, key); err != nil {
+				return fmt.Errorf("restart the virtual kubelet with its new credential: %w", err)
+			}
+			log.FromContext(ctx).Info("Restarted the virtual kubelet with its new credential", "virtualNode", key)
+		}
+		patch := client.MergeFrom(vn.DeepCopy())
+		metav1.SetMetaDataAnnotation(&vn.ObjectMeta, annotationCredentialVersion, secret.ResourceVersion)
+		if err := r.Patch(ctx, vn, patch); err != nil {
+			return fmt.Errorf("record the virtual kubelet's credential version: %w", err)
+		}
+	}
+	return r.Launcher.Ensure(ctx, key)
 }
 
 // reportVirtualNode mirrors the readiness the virtual kubelet reports on the
@@ -378,6 +442,9 @@ func (r *PeerReconciler) unpeer(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 	if err := removeVirtualKubeletIdentity(ctx, r.Client, vnKey); err != nil {
 		return fmt.Errorf("remove the virtual kubelet's identity: %w", err)
 	}
+	r.mu.Lock()
+	delete(r.identities, vnKey)
+	r.mu.Unlock()
 	if err := r.Delete(ctx, &ferryv1alpha1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Name: vnKey.Name, Namespace: vnKey.Namespace}}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete VirtualNode %s: %w", vnKey, err)
 	}

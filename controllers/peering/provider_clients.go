@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -131,7 +132,7 @@ func providerFromKubeconfig(data []byte, where string, qps float32, burst int) (
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -34,7 +35,7 @@ func TestProviderClientsShareClientsUntilTheCredentialChanges(t *testing.T) {
 	ctx := context.Background()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ferryv1alpha1.SystemNamespace, Name: CredentialsSecretName("eu")},
 		Data: map[string][]byte{ferryv1alpha1.KubeconfigSecretKey: []byte(tenantKubeconfig)}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+	c := fake.NewClientBuilder().WithScheme(ferryscheme.Scheme()).WithObjects(
 		providerFC("eu", "eu", ferryv1alpha1.RoleProvider), providerFC("them", "them", ferryv1alpha1.RoleConsumer), secret).Build()
 	clients := NewProviderClients(c, 5, 10)
 

@@ -77,7 +77,7 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("ensure tenant namespace %s: %w", tenant, err)
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ConsumerServiceAccount, Namespace: tenant}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.ConsumerServiceAccount, Namespace: tenant}}
 	if _, err := controllerutil.CreateOrPatch(ctx, r.Client, sa, func() error {
 		sa.Labels = mergeLabels(sa.Labels, origin)
 		return nil
@@ -96,7 +96,7 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if _, err := controllerutil.CreateOrPatch(ctx, r.Client, binding, func() error {
 		binding.Labels = mergeLabels(binding.Labels, origin)
 		binding.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ConsumerRole}
-		binding.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ConsumerServiceAccount, Namespace: tenant}}
+		binding.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ferryv1alpha1.ConsumerServiceAccount, Namespace: tenant}}
 		return nil
 	}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("ensure consumer role binding: %w", err)
@@ -112,7 +112,7 @@ func (r *TenantReconciler) updateStatus(ctx context.Context, fc *ferryv1alpha1.F
 	status.ObservedGeneration = fc.Generation
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 		Type: ferryv1alpha1.ForeignClusterAuthenticated, Status: metav1.ConditionTrue, Reason: "TenantReady", ObservedGeneration: fc.Generation,
-		Message: fmt.Sprintf("the consumer authenticates as %s/%s, which reaches namespace %s only", tenant, ConsumerServiceAccount, tenant),
+		Message: fmt.Sprintf("the consumer authenticates as %s/%s, which reaches namespace %s only", tenant, ferryv1alpha1.ConsumerServiceAccount, tenant),
 	})
 	granted := metav1.Condition{Type: ferryv1alpha1.ForeignClusterResourcesGranted, Status: metav1.ConditionFalse, Reason: "NotAsked",
 		Message: "the consumer has not asked for resources", ObservedGeneration: fc.Generation}
@@ -155,7 +155,7 @@ func consumerRules(consumer ferryv1alpha1.ClusterID) []rbacv1.PolicyRule {
 		// The consumer reports where it maps this cluster (status.podCIDRAtPeer),
 		// which this cluster's gateway translates from.
 		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"networkconfigs/status"}, ResourceNames: []string{string(consumer)}, Verbs: []string{"update", "patch"}},
-		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{ConsumerServiceAccount}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{ferryv1alpha1.ConsumerServiceAccount}, Verbs: []string{"create"}},
 	}
 }
 
@@ -176,7 +176,30 @@ func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("tenant").
 		For(&ferryv1alpha1.ForeignCluster{}).
 		Watches(&ferryv1alpha1.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(r.consumerOf)).
+		// Deleting the consumer's ServiceAccount revokes its tokens; the
+		// tenant gets a new, empty one at once, for a reissued credential.
+		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.consumerOfServiceAccount)).
 		Complete(r)
+}
+
+// consumerOfServiceAccount maps a tenant's consumer ServiceAccount to the
+// ForeignCluster of its consumer.
+func (r *TenantReconciler) consumerOfServiceAccount(ctx context.Context, obj client.Object) []reconcile.Request {
+	if obj.GetName() != ferryv1alpha1.ConsumerServiceAccount {
+		return nil
+	}
+	var fcs ferryv1alpha1.ForeignClusterList
+	if err := r.List(ctx, &fcs); err != nil {
+		log.FromContext(ctx).Error(err, "List ForeignClusters for a ServiceAccount")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, fc := range fcs.Items {
+		if isConsumer(&fc) && TenantNamespaceOf(&fc) == obj.GetNamespace() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&fc)})
+		}
+	}
+	return out
 }
 
 // consumerOf maps a ResourceSlice to the ForeignCluster of its consumer.

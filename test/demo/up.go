@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferry-io/ferry/api/placement"
+	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
-	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/storage"
 )
 
@@ -285,7 +285,7 @@ func newClients(kubeconfig string) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: peering.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
 	if err != nil {
 		return nil, err
 	}

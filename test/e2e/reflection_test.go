@@ -880,7 +880,7 @@ var _ = Describe("Reflection with a cluster-wide watch", Label("reflection"), Or
 					ObjectMeta: metav1.ObjectMeta{Name: "ferry-reflection-reader-consumer"},
 					RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "ferry-reflection-reader"},
 					Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: peering.TenantNamespace("consumer"),
-						Name: peering.ConsumerServiceAccount}},
+						Name: ferryv1alpha1.ConsumerServiceAccount}},
 				})).To(Succeed())
 			})
 		shop, bar = framework.CreateNamespace(ctx, consumer, "shop"), framework.CreateNamespace(ctx, consumer, "bar")

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferry-io/ferry/api/placement"
+	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/test/e2e/framework"
@@ -335,7 +336,7 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 				checks = append(checks, sub)
 			}
 		}
-		user := "system:serviceaccount:" + tenant + ":" + peering.ConsumerServiceAccount
+		user := "system:serviceaccount:" + tenant + ":" + ferryv1alpha1.ConsumerServiceAccount
 		groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + tenant, "system:authenticated"}
 		var mu sync.Mutex
 		var wrong []string
@@ -375,7 +376,7 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 			{"update", "networkconfigs", "", "consumer", true}, {"update", "networkconfigs", "", "provider", false},
 			{"patch", "networkconfigs", "status", "consumer", true}, {"patch", "networkconfigs", "status", "provider", false},
 			{"delete", "networkconfigs", "", "consumer", true}, {"delete", "networkconfigs", "", "provider", false},
-			{"create", "serviceaccounts", "token", peering.ConsumerServiceAccount, true}, {"create", "serviceaccounts", "token", "default", false},
+			{"create", "serviceaccounts", "token", ferryv1alpha1.ConsumerServiceAccount, true}, {"create", "serviceaccounts", "token", "default", false},
 		} {
 			group := "ferry.io"
 			if c.resource == "serviceaccounts" {
@@ -577,7 +578,7 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 			})
 			Expect(provider.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: peering.ConsumerRole, Namespace: ns.Name},
 				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ferryv1alpha1.TwinNamespaceClusterRole},
-				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: peering.ConsumerServiceAccount, Namespace: tenant}}})).To(Succeed())
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ferryv1alpha1.ConsumerServiceAccount, Namespace: tenant}}})).To(Succeed())
 			return ns.Name
 		}
 		twin := twinFor("consumer")
@@ -593,7 +594,7 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: peering.CredentialsSecretName("provider")}, &cred)).To(Succeed())
 		cfg, err := clientcmd.RESTConfigFromKubeConfig(cred.Data[ferryv1alpha1.KubeconfigSecretKey])
 		Expect(err).NotTo(HaveOccurred())
-		asConsumer, err := client.New(cfg, client.Options{Scheme: peering.Scheme()})
+		asConsumer, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
 		Expect(err).NotTo(HaveOccurred())
 
 		By("creating 8 ShadowPods of 600m at once against a 1-CPU quota: exactly one passes")

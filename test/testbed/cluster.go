@@ -98,6 +98,8 @@ type Cluster struct {
 	stopErr  error
 
 	apiServerArgs []string // to restart it as it was
+	etcdArgs      []string // the same for etcd
+	etcdURL       string
 }
 
 // Scheme knows the kinds test clients read and write: core Kubernetes, CRDs
@@ -211,7 +213,8 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	if err := c.start(binaries.Etcd, []string{
+	c.etcdURL = etcdURL
+	c.etcdArgs = []string{
 		"--name=" + opts.Name,
 		"--data-dir=" + filepath.Join(dir, "etcd"),
 		"--listen-client-urls=" + etcdURL,
@@ -222,7 +225,8 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--unsafe-no-fsync", // throwaway data: durability costs seconds here
 		"--quota-backend-bytes=8589934592",
 		"--log-level=warn",
-	}, nil); err != nil {
+	}
+	if err := c.start(binaries.Etcd, c.etcdArgs, nil); err != nil {
 		return c, err
 	}
 	if err := c.waitFor(ctx, "etcd health", 30*time.Second, func(ctx context.Context) error {
@@ -521,21 +525,64 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		if done, _ := p.exited(); !done {
 			return fmt.Errorf("cluster %s: kube-apiserver is running", c.Name)
 		}
-		bin, err := binaries.Path(binaries.KubeAPIServer)
-		if err != nil {
+		if err := c.restart(i, c.apiServerArgs); err != nil {
 			return err
 		}
-		np, err := startProcess(c.Dir, p.name, bin, c.apiServerArgs, nil)
-		if err != nil {
-			return err
-		}
-		c.procs[i] = np
 		return c.waitFor(ctx, "restarted kube-apiserver /readyz", 90*time.Second, func(ctx context.Context) error {
 			_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 			return err
 		})
 	}
 	return fmt.Errorf("cluster %s has no kube-apiserver", c.Name)
+}
+
+// RestartEtcd kills the cluster's etcd with SIGKILL, as a crash would,
+// leaves it down for down, and starts it again on its data and port; it
+// returns once etcd and then the API server are healthy again.
+func (c *Cluster) RestartEtcd(ctx context.Context, down time.Duration) error {
+	for i, p := range c.procs {
+		if p.name != binaries.Etcd {
+			continue
+		}
+		if done, _ := p.exited(); !done {
+			_ = p.cmd.Process.Kill() // by the PID it started
+			<-p.done
+		}
+		select {
+		case <-time.After(down):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := c.restart(i, c.etcdArgs); err != nil {
+			return err
+		}
+		if err := c.waitFor(ctx, "restarted etcd health", 30*time.Second, func(ctx context.Context) error {
+			return httpOK(ctx, http.DefaultClient, c.etcdURL+"/health")
+		}); err != nil {
+			return err
+		}
+		return c.waitFor(ctx, "kube-apiserver /readyz after etcd's restart", 90*time.Second, func(ctx context.Context) error {
+			_, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			return err
+		})
+	}
+	return fmt.Errorf("cluster %s has no etcd", c.Name)
+}
+
+// restart starts the program of the stopped process c.procs[i] again with
+// args, in its place.
+func (c *Cluster) restart(i int, args []string) error {
+	name := c.procs[i].name
+	bin, err := binaries.Path(name)
+	if err != nil {
+		return err
+	}
+	np, err := startProcess(c.Dir, name, bin, args, nil)
+	if err != nil {
+		return err
+	}
+	c.procs[i] = np
+	return nil
 }
 
 // MemoryRSS returns the resident memory of each running program of the cluster.

@@ -74,6 +74,8 @@ func (p *prober) probe(ctx context.Context) error {
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("GET /readyz: %s: the provider refused the credential (revoked or expired; `ferryctl peer --reissue-credential` issues a new one)", resp.Status)
 	case resp.StatusCode != http.StatusOK:
 		if failed := failedChecks(body); len(failed) > 0 {
 			return fmt.Errorf("GET /readyz: %s, failed checks: %s", resp.Status, strings.Join(failed, ", "))

@@ -417,11 +417,12 @@ func (c *controller) createShadowPod(ctx context.Context, pod *corev1.Pod, sp *f
 	case apierrors.IsAlreadyExists(err):
 		return nil // the watch brings it
 	}
-	msg := fmt.Sprintf("cluster %s refused the shadow pod: %v", c.cfg.ProviderClusterID, err)
-	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-		if c.writeStatus(ctx, pod, statusWithCondition(pod, corev1.ConditionFalse, ReasonShadowPodRejected, msg)) {
-			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonShadowPodRejected, msg)
-		}
+	reason, msg := ReasonShadowPodRejected, fmt.Sprintf("cluster %s refused the shadow pod: %v", c.cfg.ProviderClusterID, err)
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+		reason, msg = ReasonOffloadRetrying, fmt.Sprintf("cluster %s could not take the shadow pod yet, retrying: %v", c.cfg.ProviderClusterID, err)
+	}
+	if c.writeStatus(ctx, pod, statusWithCondition(pod, corev1.ConditionFalse, reason, msg)) {
+		c.recorder.Event(pod, corev1.EventTypeWarning, reason, msg)
 	}
 	return fmt.Errorf("create shadow pod %s/%s: %w", sp.Namespace, sp.Name, err)
 }

@@ -26,6 +26,10 @@ const (
 	ReasonOffloadingRefused = "OffloadingRefused"
 	// ReasonShadowPodRejected: the provider refused the ShadowPod.
 	ReasonShadowPodRejected = "ShadowPodRejected"
+	// ReasonOffloadRetrying: the provider could not take the ShadowPod yet
+	// (its API server or admission webhook unreachable, a timeout, an
+	// internal error); ferry retries with backoff.
+	ReasonOffloadRetrying = "OffloadRetrying"
 )
 
 // IPRemapper translates a pod IP of the provider into the address the

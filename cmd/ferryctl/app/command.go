@@ -77,6 +77,7 @@ func newPeerCommand() *cobra.Command {
 	var p pair
 	var resources string
 	var lifetime time.Duration
+	var reissue bool
 	cmd := &cobra.Command{
 		Use:   "peer",
 		Short: "Let the consumer run pods in the provider: a virtual node appears in the consumer",
@@ -98,7 +99,18 @@ until the consumer's virtual node is Ready. A failure removes what was made.`,
 				return fmt.Errorf("--credential-lifetime %s: must be at least 10m (the API server's minimum)", lifetime)
 			}
 			start := time.Now()
-			if err := Peer(cmd.Context(), cmd.OutOrStdout(), consumer, provider, PeerOptions{Resources: req, Timeout: p.timeout, TokenLifetime: lifetime}); err != nil {
+			opts := PeerOptions{Resources: req, Timeout: p.timeout, TokenLifetime: lifetime}
+			if reissue {
+				if resources != "" {
+					return fmt.Errorf("--resources: not with --reissue-credential (the peering keeps its request)")
+				}
+				if err := ReissueCredential(cmd.Context(), cmd.OutOrStdout(), consumer, provider, opts); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Credential reissued in %s.\n", time.Since(start).Round(100*time.Millisecond))
+				return nil
+			}
+			if err := Peer(cmd.Context(), cmd.OutOrStdout(), consumer, provider, opts); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Peered in %s.\n", time.Since(start).Round(100*time.Millisecond))
@@ -108,6 +120,7 @@ until the consumer's virtual node is Ready. A failure removes what was made.`,
 	p.bind(cmd)
 	cmd.Flags().StringVar(&resources, "resources", "", "fixed request instead of the provider's default share, e.g. cpu=8,memory=32Gi,nvidia.com/gpu=1")
 	cmd.Flags().DurationVar(&lifetime, "credential-lifetime", 30*24*time.Hour, "lifetime of the token issued to the consumer")
+	cmd.Flags().BoolVar(&reissue, "reissue-credential", false, "give an existing peering a new credential (after a revocation), replacing the consumer's")
 	return cmd
 }
 

@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/offloading"
-	"github.com/ferry-io/ferry/controllers/peering"
 )
 
 // target holds the flags naming the cluster a command acts on and how long
@@ -51,7 +51,7 @@ func (t *target) client() (client.Client, error) {
 }
 
 func newClient(cfg *rest.Config) (client.Client, error) {
-	c, err := client.New(cfg, client.Options{Scheme: peering.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 )
@@ -40,7 +41,7 @@ func connect(ctx context.Context, role string, cfg *rest.Config) (*cluster, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s kubeconfig: %w", role, err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: peering.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
 	if err != nil {
 		return nil, fmt.Errorf("%s kubeconfig: %w", role, err)
 	}
@@ -122,10 +123,7 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 		}
 		return waitTenantGone(ctx, provider, tenant)
 	})
-	if err := waitFor(ctx, "the provider's controller to make the tenant", func(ctx context.Context) (bool, error) {
-		_, err := provider.kube.CoreV1().ServiceAccounts(tenant).Get(ctx, peering.ConsumerServiceAccount, metav1.GetOptions{})
-		return err == nil, client.IgnoreNotFound(err)
-	}); err != nil {
+	if err := waitConsumerServiceAccount(ctx, provider, tenant); err != nil {
 		return err
 	}
 
@@ -195,14 +193,83 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 	})
 }
 
+// ReissueCredential gives an existing peering a new credential: after the
+// provider's admin revoked the old one (by deleting the tenant's
+// ferry-consumer ServiceAccount), or before it expires. It replaces the
+// consumer's credentials Secret; the consumer's controller manager restarts
+// the virtual kubelet with it. It waits until the provider accepts it.
+func ReissueCredential(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Config, opts PeerOptions) error {
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	step := stepper(out, 4)
+
+	step("Reaching the consumer and the provider")
+	consumer, provider, err := connectBoth(ctx, consumerCfg, providerCfg)
+	if err != nil {
+		return err
+	}
+	var fc, fcOnProvider ferryv1alpha1.ForeignCluster
+	if err := consumer.c.Get(ctx, client.ObjectKey{Name: string(provider.id)}, &fc); err != nil || fc.Spec.Role == ferryv1alpha1.RoleConsumer || fc.Spec.CredentialsSecretRef == nil {
+		return fmt.Errorf("not peered: consumer %q has no ForeignCluster %q for provider %q with a credential (%v); run `ferryctl peer` first", consumer.id, provider.id, provider.id, err)
+	}
+	if err := provider.c.Get(ctx, client.ObjectKey{Name: string(consumer.id)}, &fcOnProvider); err != nil {
+		return fmt.Errorf("not peered: provider %q has no ForeignCluster %q for consumer %q: %w", provider.id, consumer.id, consumer.id, err)
+	}
+	tenant := peering.TenantNamespaceOf(&fcOnProvider)
+
+	step(fmt.Sprintf("Issuing a new credential for consumer %q on provider %q", consumer.id, provider.id))
+	if err := waitConsumerServiceAccount(ctx, provider, tenant); err != nil {
+		return err
+	}
+	kubeconfig, err := issueKubeconfig(ctx, provider, tenant, opts.TokenLifetime)
+	if err != nil {
+		return err
+	}
+	if err := waitUntilAllowed(ctx, kubeconfig, tenant); err != nil {
+		return err
+	}
+
+	step("Replacing the credential on the consumer")
+	ref := fc.Spec.CredentialsSecretRef
+	var secret corev1.Secret
+	if err := consumer.c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &secret); err != nil {
+		return fmt.Errorf("read the credential Secret %s/%s on the consumer: %w", ref.Namespace, ref.Name, err)
+	}
+	if secret.Data == nil {
+		secret.Data = map[string][]byte{}
+	}
+	secret.Data[ferryv1alpha1.KubeconfigSecretKey] = kubeconfig
+	if err := consumer.c.Update(ctx, &secret); err != nil {
+		return fmt.Errorf("store the new credential on the consumer: %w", err)
+	}
+
+	step("Waiting for the provider to accept it")
+	return waitFor(ctx, "the consumer's controller manager to use the new credential", func(ctx context.Context) (bool, error) {
+		if err := consumer.c.Get(ctx, client.ObjectKeyFromObject(&fc), &fc); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(fc.Status.Conditions, ferryv1alpha1.ForeignClusterAuthenticated)
+		return c != nil && c.Status == metav1.ConditionTrue, nil
+	})
+}
+
+// waitConsumerServiceAccount waits until the provider's tenant controller
+// has made the consumer's ServiceAccount in tenant.
+func waitConsumerServiceAccount(ctx context.Context, provider *cluster, tenant string) error {
+	return waitFor(ctx, "the provider's controller to make the consumer's ServiceAccount in "+tenant, func(ctx context.Context) (bool, error) {
+		_, err := provider.kube.CoreV1().ServiceAccounts(tenant).Get(ctx, ferryv1alpha1.ConsumerServiceAccount, metav1.GetOptions{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+}
+
 // issueKubeconfig asks the provider for a token of the consumer's service
 // account and wraps it in a kubeconfig whose context names the tenant.
 func issueKubeconfig(ctx context.Context, provider *cluster, tenant string, lifetime time.Duration) ([]byte, error) {
-	tr, err := provider.kube.CoreV1().ServiceAccounts(tenant).CreateToken(ctx, peering.ConsumerServiceAccount, &authenticationv1.TokenRequest{
+	tr, err := provider.kube.CoreV1().ServiceAccounts(tenant).CreateToken(ctx, ferryv1alpha1.ConsumerServiceAccount, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(lifetime.Seconds()))},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("issue a token for %s/%s on the provider: %w", tenant, peering.ConsumerServiceAccount, err)
+		return nil, fmt.Errorf("issue a token for %s/%s on the provider: %w", tenant, ferryv1alpha1.ConsumerServiceAccount, err)
 	}
 	ca := provider.cfg.CAData
 	if len(ca) == 0 && provider.cfg.CAFile != "" {

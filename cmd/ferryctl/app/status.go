@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferry-io/ferry/api/placement"
+	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/storage"
@@ -32,7 +33,7 @@ func newStatusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := client.New(cfg, client.Options{Scheme: peering.Scheme()})
+			c, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
 			if err != nil {
 				return fmt.Errorf("--kubeconfig: %w", err)
 			}

@@ -3,14 +3,10 @@ package framework
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/test/netlab"
@@ -27,17 +23,6 @@ func BuildGateway(ctx context.Context) string {
 // LinkPrefix starts the names of the links ferry makes in the lab: the
 // lab's prefix and an x, which none of the lab's own links has there.
 func LinkPrefix(lab *netlab.Lab) string { return lab.Prefix + "x" }
-
-// Proc is a ferry process a spec starts, kills and restarts; the end of
-// the node that started it stops it (SIGTERM, then SIGKILL).
-type Proc struct {
-	Name string
-	bin  string
-	args []string
-	log  string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
 
 // StartGateway runs ferry-gateway for cluster c with its data plane in the
 // lab pod gw (its endpoint: the pod's WAN address).
@@ -63,57 +48,4 @@ func StartRouteAgent(ctx context.Context, bin string, c *testbed.Cluster, id fer
 	p.Start()
 	DeferCleanup(p.Stop, NodeTimeout(time.Minute))
 	return p
-}
-
-// Start runs the process (again), appending to its log.
-func (p *Proc) Start() {
-	GinkgoHelper()
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	Expect(err).NotTo(HaveOccurred())
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	Expect(cmd.Start()).To(Succeed(), "start %s", p.Name)
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = f.Close()
-		close(done)
-	}()
-	p.cmd, p.done = cmd, done
-}
-
-// Kill ends the process with SIGKILL, as a crash would, and waits for it.
-func (p *Proc) Kill() {
-	GinkgoHelper()
-	Expect(p.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed(), "kill %s", p.Name)
-	<-p.done
-}
-
-// Stop ends the process with SIGTERM (it then removes what it made), or
-// SIGKILL after 30 s.
-func (p *Proc) Stop(ctx context.Context) {
-	if p.cmd == nil {
-		return
-	}
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-		Fail(fmt.Sprintf("%s did not stop within 30s of SIGTERM; its log: %s", p.Name, p.log))
-	case <-ctx.Done():
-	}
-}
-
-// Log is the process's output so far.
-func (p *Proc) Log() string {
-	b, _ := os.ReadFile(p.log)
-	return string(b)
 }

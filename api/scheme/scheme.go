@@ -1,4 +1,6 @@
-package peering
+// Package scheme is the runtime scheme every ferry component and ferryctl
+// use for their clients: the core kinds and ferry's.
+package scheme
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
@@ -7,7 +9,6 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
-// scheme knows core and ferry kinds, for clients of provider clusters.
 var scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
@@ -19,5 +20,6 @@ var scheme = func() *runtime.Scheme {
 	return s
 }()
 
-// Scheme returns the scheme ferry's controllers use: core and ferry kinds.
+// Scheme returns the scheme of core and ferry kinds. It is shared: do not
+// add to it.
 func Scheme() *runtime.Scheme { return scheme }
