@@ -64,30 +64,31 @@ func (c *tokenClaims) renewalDue(now time.Time) bool {
 // renewCredential replaces the token in the credentials Secret with a fresh
 // one for the same service account and lifetime, asked of the provider with
 // the current token (the consumer's Role allows exactly that). Tokens
-// without an expiry, or not due, are left alone. It reports whether it renewed.
-func (r *PeerReconciler) renewCredential(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, prov *Provider) (bool, error) {
+// without an expiry, or not due, are left alone. The virtual kubelet gets
+// the new token when launchVirtualKubelet sees the Secret changed.
+func (r *PeerReconciler) renewCredential(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, prov *Provider) error {
 	claims, err := parseToken(prov.Config.BearerToken)
 	if err != nil {
 		// Not a renewable token (a client certificate, a static token):
 		// whoever issued it renews it.
-		return false, nil
+		return nil
 	}
 	if !claims.renewalDue(r.now()) {
-		return false, nil
+		return nil
 	}
 	tr, err := prov.Kube.CoreV1().ServiceAccounts(claims.Kubernetes.Namespace).CreateToken(ctx, claims.Kubernetes.ServiceAccount.Name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(claims.Expiry - claims.IssuedAt)}}, metav1.CreateOptions{})
 	if err != nil {
-		return false, fmt.Errorf("renew the token of %s/%s: %w", claims.Kubernetes.Namespace, claims.Kubernetes.ServiceAccount.Name, err)
+		return fmt.Errorf("renew the token of %s/%s: %w", claims.Kubernetes.Namespace, claims.Kubernetes.ServiceAccount.Name, err)
 	}
 	ref := fc.Spec.CredentialsSecretRef
 	var secret corev1.Secret
 	if err := r.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &secret); err != nil {
-		return false, fmt.Errorf("read credentials Secret: %w", err)
+		return fmt.Errorf("read credentials Secret: %w", err)
 	}
 	cfg, err := clientcmd.Load(secret.Data[ferryv1alpha1.KubeconfigSecretKey])
 	if err != nil {
-		return false, fmt.Errorf("parse credentials Secret: %w", err)
+		return fmt.Errorf("parse credentials Secret: %w", err)
 	}
 	ctxName := cfg.CurrentContext
 	if c, ok := cfg.Contexts[ctxName]; ok {
@@ -97,14 +98,14 @@ func (r *PeerReconciler) renewCredential(ctx context.Context, fc *ferryv1alpha1.
 	}
 	data, err := clientcmd.Write(*cfg)
 	if err != nil {
-		return false, fmt.Errorf("encode renewed kubeconfig: %w", err)
+		return fmt.Errorf("encode renewed kubeconfig: %w", err)
 	}
 	secret.Data[ferryv1alpha1.KubeconfigSecretKey] = data
 	if err := r.Update(ctx, &secret); err != nil {
-		return false, fmt.Errorf("store renewed credential: %w", err)
+		return fmt.Errorf("store renewed credential: %w", err)
 	}
 	log.FromContext(ctx).Info("Renewed credential", "provider", fc.Spec.ClusterID, "expires", tr.Status.ExpirationTimestamp.Time)
-	return true, nil
+	return nil
 }
 
 func (r *PeerReconciler) now() time.Time {

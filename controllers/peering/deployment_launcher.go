@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -37,37 +38,42 @@ func (l *DeploymentLauncher) Ensure(ctx context.Context, vnKey types.NamespacedN
 	}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: deploymentName(vnKey), Namespace: vnKey.Namespace}}
 	labels := map[string]string{"app.kubernetes.io/name": "ferry-virtual-kubelet", "app.kubernetes.io/instance": vnKey.Name}
-	_, err := controllerutil.CreateOrUpdate(ctx, l.Client, d, func() error {
-		d.Labels = mergeLabels(d.Labels, labels)
-		d.Spec.Replicas = ptr.To[int32](1)
-		d.Spec.Selector = &metav1.LabelSelector{MatchLabels: labels}
-		// One at a time: two virtual kubelets must never serve one node.
-		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
-		d.Spec.Template.Labels = labels
-		// Its own identity (VirtualKubeletIdentity), made by the peering
-		// controller before it launches the virtual kubelet.
-		d.Spec.Template.Spec.ServiceAccountName = VirtualKubeletIdentity(vnKey.Name)
-		d.Spec.Template.Spec.Containers = []corev1.Container{{
-			Name:  "virtual-kubelet",
-			Image: l.Image,
-			Args: append([]string{
-				"--virtual-node-namespace=" + vnKey.Namespace,
-				"--virtual-node-name=" + vnKey.Name,
-				// The API server reaches the kubelet API at the pod's IP.
-				"--node-ip=$(POD_IP)",
-			}, l.ExtraArgs...),
-			Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
-				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}}},
-			Ports: []corev1.ContainerPort{{Name: "kubelet-api", ContainerPort: 10250, Protocol: corev1.ProtocolTCP}},
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
-			}},
-			SecurityContext: &corev1.SecurityContext{
-				RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			},
-		}}
-		return controllerutil.SetControllerReference(&vn, d, l.Scheme())
+	// The deployment controller writes the Deployment's status all the
+	// time: a conflict is retried on the fresh object, not reported.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		_, err := controllerutil.CreateOrUpdate(ctx, l.Client, d, func() error {
+			d.Labels = mergeLabels(d.Labels, labels)
+			d.Spec.Replicas = ptr.To[int32](1)
+			d.Spec.Selector = &metav1.LabelSelector{MatchLabels: labels}
+			// One at a time: two virtual kubelets must never serve one node.
+			d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+			d.Spec.Template.Labels = labels
+			// Its own identity (VirtualKubeletIdentity), made by the peering
+			// controller before it launches the virtual kubelet.
+			d.Spec.Template.Spec.ServiceAccountName = VirtualKubeletIdentity(vnKey.Name)
+			d.Spec.Template.Spec.Containers = []corev1.Container{{
+				Name:  "virtual-kubelet",
+				Image: l.Image,
+				Args: append([]string{
+					"--virtual-node-namespace=" + vnKey.Namespace,
+					"--virtual-node-name=" + vnKey.Name,
+					// The API server reaches the kubelet API at the pod's IP.
+					"--node-ip=$(POD_IP)",
+				}, l.ExtraArgs...),
+				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
+					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}}},
+				Ports: []corev1.ContainerPort{{Name: "kubelet-api", ContainerPort: 10250, Protocol: corev1.ProtocolTCP}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
+				}},
+				SecurityContext: &corev1.SecurityContext{
+					RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}}
+			return controllerutil.SetControllerReference(&vn, d, l.Scheme())
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("ensure virtual kubelet Deployment %s/%s: %w", d.Namespace, d.Name, err)

@@ -152,7 +152,7 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 	// A renewed credential reaches the virtual kubelet below, which
 	// restarts it on a new credential version while the old token is still
 	// valid.
-	if _, err := r.renewCredential(ctx, fc, prov); err != nil {
+	if err := r.renewCredential(ctx, fc, prov); err != nil {
 		set(ferryv1alpha1.ForeignClusterAuthenticated, true, "RenewalFailed", err.Error())
 	}
 

@@ -209,8 +209,11 @@ func ReissueCredential(ctx context.Context, out io.Writer, consumerCfg, provider
 		return err
 	}
 	var fc, fcOnProvider ferryv1alpha1.ForeignCluster
-	if err := consumer.c.Get(ctx, client.ObjectKey{Name: string(provider.id)}, &fc); err != nil || fc.Spec.Role == ferryv1alpha1.RoleConsumer || fc.Spec.CredentialsSecretRef == nil {
-		return fmt.Errorf("not peered: consumer %q has no ForeignCluster %q for provider %q with a credential (%v); run `ferryctl peer` first", consumer.id, provider.id, provider.id, err)
+	if err := consumer.c.Get(ctx, client.ObjectKey{Name: string(provider.id)}, &fc); err != nil {
+		return fmt.Errorf("not peered: consumer %q has no ForeignCluster %q; run `ferryctl peer` first: %w", consumer.id, provider.id, err)
+	}
+	if !fc.Spec.IsProvider() || fc.Spec.CredentialsSecretRef == nil {
+		return fmt.Errorf("not peered: ForeignCluster %q on consumer %q is not a provider with spec.credentialsSecretRef; run `ferryctl peer` first", fc.Name, consumer.id)
 	}
 	if err := provider.c.Get(ctx, client.ObjectKey{Name: string(consumer.id)}, &fcOnProvider); err != nil {
 		return fmt.Errorf("not peered: provider %q has no ForeignCluster %q for consumer %q: %w", provider.id, consumer.id, consumer.id, err)
