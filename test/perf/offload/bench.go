@@ -144,6 +144,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return err
 	}
 
+	vn := types.NamespacedName{Namespace: ferryv1alpha1.SystemNamespace, Name: peering.VirtualNodeName(providerID)}
+	cpuOf := func() (cpuSample, error) {
+		return sampleCPU(clusters, map[string]int{"virtual-kubelet": kubelets.PID(vn)})
+	}
+	cpuBefore, err := cpuOf()
+	if err != nil {
+		return err
+	}
 	say("direct run: %d pods in provider namespace %s, %d create calls at a time", opts.Pods, directNamespace, opts.Concurrency)
 	direct, err := podRun{
 		name: "direct", cluster: provider, namespace: directNamespace, spec: podSpec(),
@@ -153,12 +161,20 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return err
 	}
+	cpuAfter, err := cpuOf()
+	if err != nil {
+		return err
+	}
+	directCPU := cpuAfter.since(cpuBefore)
 	direct.report(say)
+	say("direct run CPU per pod: %.2f ms, by process (ms): %s", directCPU.total()*1000/float64(opts.Pods), directCPU.perPod(opts.Pods))
 
 	if err := waitVirtualNodeRoom(ctx, consumer, opts.Pods); err != nil {
 		return err
 	}
-	vn := types.NamespacedName{Namespace: ferryv1alpha1.SystemNamespace, Name: peering.VirtualNodeName(providerID)}
+	if cpuBefore, err = cpuOf(); err != nil {
+		return err
+	}
 	memory, err := sampleMemory(kubelets.PID(vn), memorySamplePeriod)
 	if err != nil {
 		return fmt.Errorf("virtual kubelet %s: %w", vn, err)
@@ -176,7 +192,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if memErr != nil {
 		return fmt.Errorf("virtual kubelet %s: %w", vn, memErr)
 	}
+	if cpuAfter, err = cpuOf(); err != nil {
+		return err
+	}
+	offloadCPU := cpuAfter.since(cpuBefore)
 	offloaded.report(say)
+	say("offloaded run CPU per pod: %.2f ms, by process (ms): %s", offloadCPU.total()*1000/float64(opts.Pods), offloadCPU.perPod(opts.Pods))
 	if opts.Claims {
 		n, err := checkClaimsInProvider(ctx, consumer, provider, benchNamespace, twin)
 		if err != nil {
@@ -194,6 +215,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 		say("controller %-20s %5d reconciles, mean %4.0fms each, mean queue wait %5.0fms", w.name, w.reconciles, w.meanReconcile*1000, w.meanWait*1000)
 	}
 	res := Result{Pods: opts.Pods, Claims: opts.Claims, Direct: direct.stats(), Offload: offloaded.stats(), VirtualKubeletPeakRSS: peakRSS}
+	res.Direct.CPUSecondsPerPod = directCPU.total() / float64(opts.Pods)
+	res.Offload.CPUSecondsPerPod = offloadCPU.total() / float64(opts.Pods)
 	res.Print(opts.Out)
 	return nil
 }

@@ -46,8 +46,8 @@ func TestPercentileLeavesItsInputUnsorted(t *testing.T) {
 func TestPrintEndsWithResultLineAndJudgesEachTarget(t *testing.T) {
 	r := Result{
 		Pods:                  1000,
-		Direct:                RunStats{P50: 80 * time.Millisecond, P99: 700 * time.Millisecond, Throughput: 50, RequestsPerPod: 5},
-		Offload:               RunStats{P50: 120 * time.Millisecond, P99: 1400 * time.Millisecond, Throughput: 45, RequestsPerPod: 9.5},
+		Direct:                RunStats{P50: 80 * time.Millisecond, P99: 700 * time.Millisecond, Throughput: 50, RequestsPerPod: 5, CPUSecondsPerPod: 0.004},
+		Offload:               RunStats{P50: 120 * time.Millisecond, P99: 1400 * time.Millisecond, Throughput: 45, RequestsPerPod: 9.5, CPUSecondsPerPod: 0.011},
 		VirtualKubeletPeakRSS: 60 << 20,
 	}
 	var out bytes.Buffer
@@ -57,9 +57,10 @@ func TestPrintEndsWithResultLineAndJudgesEachTarget(t *testing.T) {
 		"target p99_ratio <= 1.3: MISSED (2.00)",
 		"target throughput_ratio >= 0.8: met (0.90)",
 		"target vk_peak_rss_mib <= 100: met (60.00)",
+		"target cpu_ratio <= 2.5: MISSED (2.75)",
 		"RESULT pods=1000 direct_p50_ms=80 direct_p99_ms=700 offload_p50_ms=120 offload_p99_ms=1400 p99_ratio=2.00" +
 			" direct_throughput_pods_per_s=50.0 offload_throughput_pods_per_s=45.0 throughput_ratio=0.90 vk_peak_rss_mib=60" +
-			" requests_per_pod_direct=5.0 requests_per_pod_offload=9.5",
+			" requests_per_pod_direct=5.0 requests_per_pod_offload=9.5 cpu_ms_per_pod_direct=4.00 cpu_ms_per_pod_offload=11.00 cpu_ratio=2.75",
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("Print wrote\n%s\nwant\n%s", out.String(), strings.Join(want, "\n"))
