@@ -188,31 +188,25 @@ func (r *TenantReconciler) consumerOfServiceAccount(ctx context.Context, obj cli
 	if obj.GetName() != ferryv1alpha1.ConsumerServiceAccount {
 		return nil
 	}
-	var fcs ferryv1alpha1.ForeignClusterList
-	if err := r.List(ctx, &fcs); err != nil {
-		log.FromContext(ctx).Error(err, "List ForeignClusters for a ServiceAccount")
-		return nil
-	}
-	var out []reconcile.Request
-	for _, fc := range fcs.Items {
-		if isConsumer(&fc) && TenantNamespaceOf(&fc) == obj.GetNamespace() {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&fc)})
-		}
-	}
-	return out
+	return r.consumersWhere(ctx, func(fc *ferryv1alpha1.ForeignCluster) bool { return TenantNamespaceOf(fc) == obj.GetNamespace() })
 }
 
 // consumerOf maps a ResourceSlice to the ForeignCluster of its consumer.
 func (r *TenantReconciler) consumerOf(ctx context.Context, obj client.Object) []reconcile.Request {
 	slice := obj.(*ferryv1alpha1.ResourceSlice)
+	return r.consumersWhere(ctx, func(fc *ferryv1alpha1.ForeignCluster) bool { return fc.Spec.ClusterID == slice.Spec.ConsumerClusterID })
+}
+
+// consumersWhere are the consumer ForeignClusters match accepts.
+func (r *TenantReconciler) consumersWhere(ctx context.Context, match func(*ferryv1alpha1.ForeignCluster) bool) []reconcile.Request {
 	var fcs ferryv1alpha1.ForeignClusterList
 	if err := r.List(ctx, &fcs); err != nil {
-		log.FromContext(ctx).Error(err, "List ForeignClusters for a ResourceSlice")
+		log.FromContext(ctx).Error(err, "List ForeignClusters")
 		return nil
 	}
 	var out []reconcile.Request
 	for _, fc := range fcs.Items {
-		if fc.Spec.ClusterID == slice.Spec.ConsumerClusterID && isConsumer(&fc) {
+		if isConsumer(&fc) && match(&fc) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&fc)})
 		}
 	}
