@@ -22,6 +22,11 @@ NO_RACE := /test/e2e$$|/test/testbed$$
 # bench-offload: pods per run, and create calls in flight.
 PODS ?= 1000
 CONCURRENCY ?= 32
+SHAPES ?= burst,rate,paced
+# bench-offload-scale: pods over namespaces and providers.
+SCALE_PODS ?= 5000
+SCALE_NAMESPACES ?= 50
+SCALE_PROVIDERS ?= 3
 # bench-storage: StatefulSet pods with a claim each, offloaded vs. direct, and pods per set.
 STORAGE_PODS ?= 200
 STORAGE_REPLICAS ?= 10
@@ -113,8 +118,12 @@ bench-webhook: testbed ## Pod creation with and without ferry's pod webhooks, al
 	$(GO) run ./test/cmd/bench-webhook -pods $(WEBHOOK_PODS) -concurrency $(CONCURRENCY)
 
 .PHONY: bench-offload
-bench-offload: testbed ## N pods offloaded vs. N pods direct in the provider (PODS=1000 CONCURRENCY=32); ends with a RESULT line.
-	$(GO) run ./test/cmd/bench-offload -pods $(PODS) -concurrency $(CONCURRENCY)
+bench-offload: testbed ## Pods offloaded vs. the same pods direct in the provider, three load shapes: burst (PODS=1000 CONCURRENCY=32), rate (1000 at 100/s), paced (100 at 2/s) (SHAPES=burst,rate,paced; ≈ 5 min); ends with a RESULT line per shape.
+	$(GO) run ./test/cmd/bench-offload -pods $(PODS) -concurrency $(CONCURRENCY) -shapes $(SHAPES)
+
+.PHONY: bench-offload-scale
+bench-offload-scale: testbed ## SCALE_PODS=5000 pods over SCALE_NAMESPACES=50 offloaded namespaces and SCALE_PROVIDERS=3 providers: virtual kubelets' memory per 1000 pods and open watches with 1 and all namespaces (≈ 6 min); ends with a RESULT line.
+	$(GO) run ./test/cmd/bench-offload -pods $(SCALE_PODS) -namespaces $(SCALE_NAMESPACES) -providers $(SCALE_PROVIDERS) -concurrency $(CONCURRENCY)
 
 .PHONY: bench-storage
 bench-storage: testbed ## StatefulSet pods with a claim each (STORAGE_PODS=200, STORAGE_REPLICAS=10 per set), claims offloaded through the ferry storage class vs. the same sets direct in the provider; ends with a RESULT line.

@@ -56,7 +56,10 @@ type ShadowPodStatus struct {
 	// +optional
 	PodName string `json:"podName,omitempty"`
 
-	// Phase is the real pod's phase.
+	// Phase is the real pod's phase once it ended, Succeeded or Failed, and
+	// empty while it waits or runs: the provider writes a ShadowPod's status
+	// only on what its readers act on (created, ended, recreated), never on
+	// the way to Running. The real pod has the live phase.
 	// +optional
 	Phase corev1.PodPhase `json:"phase,omitempty"`
 
@@ -78,7 +81,7 @@ type ShadowPodStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=spod,categories=ferry
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerClusterID`
-// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ended",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.podName`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ShadowPod struct {

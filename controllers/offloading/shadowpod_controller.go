@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,10 +16,13 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
@@ -70,7 +74,7 @@ func (r *ShadowPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, fmt.Errorf("read pod %s: %w", req.NamespacedName, err)
 	}
 	if pod != nil && !metav1.IsControlledBy(pod, &sp) {
-		return ctrl.Result{}, r.setStatus(ctx, &sp, func(st *ferryv1alpha1.ShadowPodStatus) {
+		return r.setStatus(ctx, &sp, func(st *ferryv1alpha1.ShadowPodStatus) {
 			setCreated(st, sp.Generation, metav1.ConditionFalse, ReasonPodConflict,
 				fmt.Sprintf("a pod named %s exists in %s that this ShadowPod does not control; it is left alone", sp.Name, sp.Namespace))
 		})
@@ -90,8 +94,8 @@ func (r *ShadowPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.carryChanges(ctx, &sp, pod); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.setStatus(ctx, &sp, func(st *ferryv1alpha1.ShadowPodStatus) {
-		st.PodName, st.Phase = pod.Name, pod.Status.Phase
+	return r.setStatus(ctx, &sp, func(st *ferryv1alpha1.ShadowPodStatus) {
+		st.PodName, st.Phase = pod.Name, endedPhase(pod.Status.Phase)
 		setCreated(st, sp.Generation, metav1.ConditionTrue, ReasonPodCreated, fmt.Sprintf("pod %s exists", pod.Name))
 	})
 }
@@ -99,7 +103,7 @@ func (r *ShadowPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 // createPod makes the real pod, unless it ended for good.
 func (r *ShadowPodReconciler) createPod(ctx context.Context, sp *ferryv1alpha1.ShadowPod) (ctrl.Result, error) {
 	if stays := terminalForGood(sp.Status.Phase, sp.Spec.Template.Spec.RestartPolicy); stays {
-		return ctrl.Result{}, r.setStatus(ctx, sp, func(st *ferryv1alpha1.ShadowPodStatus) {
+		return r.setStatus(ctx, sp, func(st *ferryv1alpha1.ShadowPodStatus) {
 			setCreated(st, sp.Generation, metav1.ConditionFalse, ReasonPodCompleted,
 				fmt.Sprintf("the pod ended %s with restartPolicy %s and is not created again", sp.Status.Phase, restartPolicy(sp)))
 		})
@@ -117,7 +121,7 @@ func (r *ShadowPodReconciler) createPod(ctx context.Context, sp *ferryv1alpha1.S
 		if reason == "" || reason == string(metav1.StatusReasonUnknown) {
 			reason = "CreateFailed"
 		}
-		if serr := r.setStatus(ctx, sp, func(st *ferryv1alpha1.ShadowPodStatus) {
+		if _, serr := r.setStatus(ctx, sp, func(st *ferryv1alpha1.ShadowPodStatus) {
 			setCreated(st, sp.Generation, metav1.ConditionFalse, reason, err.Error())
 		}); serr != nil {
 			return ctrl.Result{}, serr
@@ -133,11 +137,11 @@ func (r *ShadowPodReconciler) createPod(ctx context.Context, sp *ferryv1alpha1.S
 		logger.V(1).Info("Created pod", "pod", klogRef(pod))
 	}
 	created := func(st *ferryv1alpha1.ShadowPodStatus) {
-		st.PodName, st.Phase = pod.Name, corev1.PodPending
+		st.PodName, st.Phase = pod.Name, ""
 		setCreated(st, sp.Generation, metav1.ConditionTrue, ReasonPodCreated, fmt.Sprintf("pod %s exists", pod.Name))
 	}
 	if !recreation {
-		return ctrl.Result{}, r.setStatus(ctx, sp, created)
+		return r.setStatus(ctx, sp, created)
 	}
 	return ctrl.Result{}, r.countRecreation(ctx, sp, created)
 }
@@ -268,23 +272,42 @@ func setCreated(st *ferryv1alpha1.ShadowPodStatus, generation int64, s metav1.Co
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ferryv1alpha1.ShadowPodCreated, Status: s, Reason: reason, Message: message, ObservedGeneration: generation})
 }
 
+// endedPhase is phase when the pod ended (Succeeded or Failed), else empty:
+// a ShadowPod's status records only what its readers act on (the quota
+// stops counting an ended pod, a pod ended for good is not recreated), so
+// a pod's way to Running costs no ShadowPod write.
+func endedPhase(phase corev1.PodPhase) corev1.PodPhase {
+	if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
+		return phase
+	}
+	return ""
+}
+
+// conflictRetry is how soon a status write refused for a stale read is
+// tried again: the watch brings the newer ShadowPod within milliseconds,
+// and its status-only change does not wake the controller by itself.
+const conflictRetry = 200 * time.Millisecond
+
 // setStatus applies change to sp's status and writes it when it changed:
 // at rest, a ShadowPod costs no write.
-func (r *ShadowPodReconciler) setStatus(ctx context.Context, sp *ferryv1alpha1.ShadowPod, change func(*ferryv1alpha1.ShadowPodStatus)) error {
+func (r *ShadowPodReconciler) setStatus(ctx context.Context, sp *ferryv1alpha1.ShadowPod, change func(*ferryv1alpha1.ShadowPodStatus)) (ctrl.Result, error) {
 	st := sp.Status.DeepCopy()
 	st.ObservedGeneration = sp.Generation
 	change(st)
 	if equality.Semantic.DeepEqual(st, &sp.Status) {
-		return nil
+		return ctrl.Result{}, nil
 	}
 	sp.Status = *st
 	if err := r.Status().Update(ctx, sp); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return nil // a newer ShadowPod is on its way and reconciles again
+		switch {
+		case apierrors.IsNotFound(err):
+			return ctrl.Result{}, nil
+		case apierrors.IsConflict(err):
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
-		return fmt.Errorf("update status of ShadowPod %s/%s: %w", sp.Namespace, sp.Name, err)
+		return ctrl.Result{}, fmt.Errorf("update status of ShadowPod %s/%s: %w", sp.Namespace, sp.Name, err)
 	}
-	return nil
+	return ctrl.Result{}, nil
 }
 
 func (r *ShadowPodReconciler) event(sp *ferryv1alpha1.ShadowPod, eventType, reason, action, note string) {
@@ -295,8 +318,11 @@ func (r *ShadowPodReconciler) event(sp *ferryv1alpha1.ShadowPod, eventType, reas
 
 func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
-// SetupWithManager registers the reconciler; the real pods' changes wake
-// their ShadowPod.
+// SetupWithManager registers the reconciler. It wakes only for what it acts
+// on: a ShadowPod's spec or metadata (not its own status writes), and a real
+// pod deleted, ending or leaving its end, or with labels, annotations or
+// images that differ from before (a pod it created wakes nothing: the
+// ShadowPod's reconcile that made it is enough).
 func (r *ShadowPodReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	workers := r.Workers
 	if workers <= 0 {
@@ -304,8 +330,50 @@ func (r *ShadowPodReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("shadowpod").
-		For(&ferryv1alpha1.ShadowPod{}).
-		Owns(&corev1.Pod{}).
+		For(&ferryv1alpha1.ShadowPod{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return shadowPodChanged(e.ObjectOld, e.ObjectNew)
+		}})).
+		Owns(&corev1.Pod{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				old, okOld := e.ObjectOld.(*corev1.Pod)
+				cur, okCur := e.ObjectNew.(*corev1.Pod)
+				return !okOld || !okCur || podChanged(old, cur)
+			},
+		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
+}
+
+// shadowPodChanged tells whether an update of a ShadowPod changed more than
+// its status.
+func shadowPodChanged(old, cur client.Object) bool {
+	return old.GetGeneration() != cur.GetGeneration() ||
+		!maps.Equal(old.GetLabels(), cur.GetLabels()) ||
+		!maps.Equal(old.GetAnnotations(), cur.GetAnnotations()) ||
+		!slices.Equal(old.GetFinalizers(), cur.GetFinalizers()) ||
+		!old.GetDeletionTimestamp().Equal(cur.GetDeletionTimestamp())
+}
+
+// podChanged tells whether an update of a real pod is one its ShadowPod acts
+// on: it ended or left its end (status.phase), or its labels, annotations or
+// images changed (carried back to the template's).
+func podChanged(old, cur *corev1.Pod) bool {
+	if endedPhase(old.Status.Phase) != endedPhase(cur.Status.Phase) {
+		return true
+	}
+	if !maps.Equal(old.Labels, cur.Labels) || !maps.Equal(old.Annotations, cur.Annotations) {
+		return true
+	}
+	images := func(p *corev1.Pod) []string {
+		var out []string
+		for _, c := range p.Spec.InitContainers {
+			out = append(out, c.Image)
+		}
+		for _, c := range p.Spec.Containers {
+			out = append(out, c.Image)
+		}
+		return out
+	}
+	return !slices.Equal(images(old), images(cur))
 }

@@ -107,6 +107,8 @@ type controller struct {
 	recorder record.EventRecorder
 	// podIndex holds the node's local pods, to resync them all.
 	podIndex cache.Indexer
+	// pending times the quiet period of pods whose remote copy is Pending.
+	pending *pendingClock
 }
 
 // Run offloads the pods bound to cfg.NodeName until ctx is done.
@@ -142,6 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "offloading"}),
 		recorder: broadcaster.NewRecorder(s, corev1.EventSource{Component: "ferry-virtual-kubelet", Host: cfg.NodeName}),
+		pending:  newPendingClock(),
 	}
 	defer c.queue.ShutDown()
 	c.twins = &twins{provider: cfg.ProviderClusterID, consumer: cfg.ConsumerClusterID, remote: remote,
@@ -297,6 +300,9 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 	if t != nil && !t.synced() {
 		return notSyncedRetry, nil
 	}
+	if pod == nil || pod.DeletionTimestamp != nil {
+		c.pending.forget(key)
+	}
 	switch {
 	case pod == nil:
 		return 0, c.deleteOrphan(ctx, t, key.Name)
@@ -367,6 +373,11 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 	switch {
 	case remote != nil:
 		st := statusFromRemote(pod, remote, shadow.Status.Recreations, c.cfg.ProviderClusterID, c.cfg.RemapPodIP)
+		if st.Phase != corev1.PodPending {
+			c.pending.forget(key)
+		} else if wait := c.pending.wait(key, pod.UID); wait > 0 && !equality.Semantic.DeepEqual(pod.Status, st) {
+			return wait, nil
+		}
 		before := offloadedCondition(pod)
 		if c.writeStatus(ctx, pod, st) {
 			// The provider's reason for holding the pod, once per new reason.

@@ -21,13 +21,25 @@ func main() {
 	exit := 0
 	defer func() { os.Exit(exit) }()
 	opts := offload.Options{Out: os.Stdout}
-	flag.IntVar(&opts.Pods, "pods", 1000, "pods created in each run, direct and offloaded")
-	flag.IntVar(&opts.Concurrency, "concurrency", 32, "create calls in flight at once")
+	pods := flag.Int("pods", 1000, "pods created in each run of the burst shape (with -claims, of the one run), direct and offloaded")
+	concurrency := flag.Int("concurrency", 32, "create calls in flight at once in the burst and rate shapes")
+	shapes := flag.String("shapes", "burst,rate,paced", "load shapes to run, in this order: burst (-pods at once, -concurrency in flight), rate (1000 pods at 100/s), paced (100 pods at 2/s, one at a time); -claims runs burst only")
 	flag.BoolVar(&opts.Claims, "claims", false, "pods of StatefulSets with a claim each, offloaded through ferry's storage class (make bench-storage)")
 	flag.IntVar(&opts.Replicas, "replicas", 10, "pods per StatefulSet with -claims")
+	namespaces := flag.Int("namespaces", 1, "with more than 1 (or -providers above 1): the scale run instead of the shapes, -pods pods over this many offloaded namespaces (make bench-offload-scale)")
+	providers := flag.Int("providers", 1, "with more than 1 (or -namespaces above 1): the scale run, with this many providers peered")
+	clusterRead := flag.Bool("cluster-read", true, "in the scale run, providers bind ferry-reflection-reader to the consumer, so that its virtual kubelets watch them cluster-wide")
 	timeout := flag.Duration("timeout", 30*time.Minute, "bound of the whole run")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (ferry's controller managers run in it) to this file")
 	flag.Parse()
+	if opts.Claims && !flagSet("shapes") {
+		*shapes = offload.ShapeBurst
+	}
+	var err error
+	if opts.Shapes, err = offload.SelectShapes(offload.DefaultShapes(*pods, *concurrency), *shapes); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-offload:", err)
+		os.Exit(2)
+	}
 	if *cpuProfile != "" {
 		stopProfile, err := startCPUProfile(*cpuProfile)
 		if err != nil {
@@ -46,7 +58,12 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	root, err := os.Getwd()
-	if err == nil {
+	switch {
+	case err != nil:
+	case *namespaces > 1 || *providers > 1:
+		err = offload.RunScale(ctx, offload.ScaleOptions{Pods: *pods, Namespaces: *namespaces, Providers: *providers,
+			Concurrency: *concurrency, ClusterRead: *clusterRead, RepoRoot: root, Out: os.Stdout})
+	default:
 		opts.RepoRoot = root
 		err = offload.Run(ctx, opts)
 	}
@@ -69,4 +86,11 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 	}, nil
+}
+
+// flagSet tells whether the command line set the flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

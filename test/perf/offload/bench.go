@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -18,38 +17,52 @@ import (
 
 // Options of one benchmark run.
 type Options struct {
-	// Pods created in each of the two runs, direct and offloaded.
-	Pods int
-	// Concurrency of the create calls.
-	Concurrency int
+	// Shapes are the load shapes, run in order, each a direct run then an
+	// offloaded one; their pods stay until the end.
+	Shapes []Shape
 	// RepoRoot is ferry's source tree: manifests/base is installed from it
 	// and ferry-virtual-kubelet is built from it.
 	RepoRoot string
-	// Out receives the progress lines and, last, the RESULT line.
+	// Out receives the progress lines and, last, the RESULT lines.
 	Out io.Writer
 	// Claims makes every pod a StatefulSet's, with a claim of its own
 	// (bench-storage): both clusters get the test bed's provisioner, the
 	// consumer ferry's storage class (manifests/storage), and the offloaded
-	// claims ask for it as ferry's PVC webhook would have them ask.
+	// claims ask for it as ferry's PVC webhook would have them ask. Only
+	// with one shape.
 	Claims bool
 	// Replicas is each StatefulSet's size when Claims is set.
 	Replicas int
 }
 
 func (o Options) validate() error {
-	if o.Pods < 1 {
-		return fmt.Errorf("-pods %d: must be at least 1", o.Pods)
+	if len(o.Shapes) == 0 {
+		return errors.New("no load shape to run")
 	}
-	if o.Concurrency < 1 {
-		return fmt.Errorf("-concurrency %d: must be at least 1", o.Concurrency)
+	for _, s := range o.Shapes {
+		if err := s.validate(); err != nil {
+			return err
+		}
 	}
-	if o.Claims && (o.Replicas < 1 || o.Pods%o.Replicas != 0) {
-		return fmt.Errorf("-replicas %d: must be at least 1 and divide -pods %d", o.Replicas, o.Pods)
+	if o.Claims && len(o.Shapes) != 1 {
+		return fmt.Errorf("-claims runs one shape, not %d", len(o.Shapes))
+	}
+	if o.Claims && (o.Replicas < 1 || o.Shapes[0].Pods%o.Replicas != 0) {
+		return fmt.Errorf("-replicas %d: must be at least 1 and divide -pods %d", o.Replicas, o.Shapes[0].Pods)
 	}
 	if _, err := os.Stat(filepath.Join(o.RepoRoot, "go.mod")); err != nil {
 		return fmt.Errorf("%s is not ferry's source tree (run from the repository root, e.g. make bench-offload): %w", o.RepoRoot, err)
 	}
 	return nil
+}
+
+// totalPods is the pods of every shape's run of one kind.
+func (o Options) totalPods() int {
+	n := 0
+	for _, s := range o.Shapes {
+		n += s.Pods
+	}
+	return n
 }
 
 const (
@@ -69,13 +82,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := opts.validate(); err != nil {
 		return err
 	}
-	begin := time.Now()
-	say := func(format string, args ...any) {
-		fmt.Fprintf(opts.Out, "[%6.1fs] %s\n", time.Since(begin).Seconds(), fmt.Sprintf(format, args...))
-	}
+	say := progress(opts.Out)
 
-	say("starting clusters: consumer (1 node) and provider (%d nodes of %d pods)", providerNodes, podsPerNode(opts.Pods))
-	clusters, err := testbed.StartClusters(ctx, consumerOptions(opts.Claims), providerOptions(opts.Pods, opts.Claims))
+	total := opts.totalPods()
+	say("starting clusters: consumer (1 node) and provider (%d nodes of %d pods)", providerNodes, podsPerNode(total))
+	clusters, err := testbed.StartClusters(ctx, consumerOptions(opts.Claims), providerOptions(total, opts.Claims))
 	if err != nil {
 		return err
 	}
@@ -91,28 +102,16 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if os.Getenv(testbed.EnvKeep) != "" {
 		say("%s is set: the cluster folders (logs, etcd data) stay: %s %s", testbed.EnvKeep, consumer.Dir, provider.Dir)
 	}
-	for _, c := range clusters {
-		if err := c.ApplyKustomization(ctx, filepath.Join(opts.RepoRoot, "manifests", "base")); err != nil {
-			return err
-		}
+	vkBinary, cleanup, err := prepareFerry(ctx, clusters, opts.RepoRoot, say)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	if opts.Claims {
 		if err := consumer.ApplyKustomization(ctx, filepath.Join(opts.RepoRoot, "manifests", "storage")); err != nil {
 			return err
 		}
 	}
-	closeLog, err := logFerryTo(filepath.Join(consumer.Dir, "ferry-controller-managers.log"))
-	if err != nil {
-		return err
-	}
-	defer closeLog()
-
-	say("building ferry-virtual-kubelet")
-	vkBinary, removeBinary, err := buildVirtualKubelet(ctx, opts.RepoRoot)
-	if err != nil {
-		return err
-	}
-	defer removeBinary()
 
 	say("starting ferry in both clusters and peering them with ferryctl")
 	kubelets := &peering.ProcessLauncher{Binary: vkBinary, Kubeconfig: consumer.KubeconfigPath, LogDir: consumer.Dir}
@@ -145,67 +144,20 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 
 	vn := types.NamespacedName{Namespace: ferryv1alpha1.SystemNamespace, Name: peering.VirtualNodeName(providerID)}
-	cpuOf := func() (cpuSample, error) {
-		return sampleCPU(clusters, map[string]int{"virtual-kubelet": kubelets.PID(vn)})
+	b := &bench{opts: opts, consumer: consumer, provider: provider, twin: twin, say: say,
+		cpu: func() (cpuSample, error) {
+			return sampleCPU(clusters, map[string]int{"virtual-kubelet": kubelets.PID(vn)})
+		},
+		kubeletPID: func() int { return kubelets.PID(vn) },
 	}
-	cpuBefore, err := cpuOf()
-	if err != nil {
-		return err
-	}
-	say("direct run: %d pods in provider namespace %s, %d create calls at a time", opts.Pods, directNamespace, opts.Concurrency)
-	direct, err := podRun{
-		name: "direct", cluster: provider, namespace: directNamespace, spec: podSpec(),
-		pods: opts.Pods, concurrency: opts.Concurrency, counted: []*testbed.Cluster{provider},
-		claims: directClaims(opts),
-	}.measure(ctx, say)
-	if err != nil {
-		return err
-	}
-	cpuAfter, err := cpuOf()
-	if err != nil {
-		return err
-	}
-	directCPU := cpuAfter.since(cpuBefore)
-	direct.report(say)
-	say("direct run CPU per pod: %.2f ms, by process (ms): %s", directCPU.total()*1000/float64(opts.Pods), directCPU.perPod(opts.Pods))
-
-	if err := waitVirtualNodeRoom(ctx, consumer, opts.Pods); err != nil {
-		return err
-	}
-	if cpuBefore, err = cpuOf(); err != nil {
-		return err
-	}
-	memory, err := sampleMemory(kubelets.PID(vn), memorySamplePeriod)
-	if err != nil {
-		return fmt.Errorf("virtual kubelet %s: %w", vn, err)
-	}
-	say("offloaded run: %d pods in consumer namespace %s, %d create calls at a time", opts.Pods, benchNamespace, opts.Concurrency)
-	offloaded, err := podRun{
-		name: "offload", cluster: consumer, namespace: benchNamespace, spec: offloadedPodSpec(),
-		pods: opts.Pods, concurrency: opts.Concurrency, counted: []*testbed.Cluster{consumer, provider},
-		twin: provider, twinNamespace: twin, claims: offloadedClaims(opts),
-	}.measure(ctx, say)
-	peakRSS, lastRSS, memErr := memory.stop()
-	if err != nil {
-		return err
-	}
-	if memErr != nil {
-		return fmt.Errorf("virtual kubelet %s: %w", vn, memErr)
-	}
-	if cpuAfter, err = cpuOf(); err != nil {
-		return err
-	}
-	offloadCPU := cpuAfter.since(cpuBefore)
-	offloaded.report(say)
-	say("offloaded run CPU per pod: %.2f ms, by process (ms): %s", offloadCPU.total()*1000/float64(opts.Pods), offloadCPU.perPod(opts.Pods))
-	if opts.Claims {
-		n, err := checkClaimsInProvider(ctx, consumer, provider, benchNamespace, twin)
+	var results []Result
+	for _, shape := range opts.Shapes {
+		res, err := b.runShape(ctx, shape)
 		if err != nil {
-			return err
+			return fmt.Errorf("shape %s: %w", shape.Name, err)
 		}
-		say("claims: all %d offloaded claims bound to volumes of provider %s, their provider claims Bound in %s", n, providerID, twin)
+		results = append(results, res)
 	}
-	say("virtual kubelet memory: peak %d MiB (VmHWM), %d MiB at the end", peakRSS>>20, lastRSS>>20)
 
 	work, err := controllersWork()
 	if err != nil {
@@ -214,9 +166,108 @@ func Run(ctx context.Context, opts Options) (err error) {
 	for _, w := range work {
 		say("controller %-20s %5d reconciles, mean %4.0fms each, mean queue wait %5.0fms", w.name, w.reconciles, w.meanReconcile*1000, w.meanWait*1000)
 	}
-	res := Result{Pods: opts.Pods, Claims: opts.Claims, Direct: direct.stats(), Offload: offloaded.stats(), VirtualKubeletPeakRSS: peakRSS}
-	res.Direct.CPUSecondsPerPod = directCPU.total() / float64(opts.Pods)
-	res.Offload.CPUSecondsPerPod = offloadCPU.total() / float64(opts.Pods)
-	res.Print(opts.Out)
+	for _, res := range results {
+		res.Print(opts.Out)
+	}
 	return nil
+}
+
+// bench is a running benchmark's clusters and meters.
+type bench struct {
+	opts               Options
+	consumer, provider *testbed.Cluster
+	// twin is the provider namespace of the consumer's benchNamespace.
+	twin string
+	say  func(string, ...any)
+	// cpu samples the CPU time of every test-bed process.
+	cpu func() (cpuSample, error)
+	// kubeletPID is the virtual kubelet's process.
+	kubeletPID func() int
+	// offloaded is how many pods the offloaded runs so far made.
+	offloaded int
+}
+
+// runShape measures one shape: its direct run, then its offloaded run.
+func (b *bench) runShape(ctx context.Context, shape Shape) (Result, error) {
+	opts, say := b.opts, b.say
+	pods := float64(shape.Pods)
+	res := Result{Shape: shape, Claims: opts.Claims}
+
+	say("%s, direct run in provider namespace %s", shape, directNamespace)
+	cpuBefore, err := b.cpu()
+	if err != nil {
+		return res, err
+	}
+	direct, err := podRun{
+		name: "direct-" + shape.Name, cluster: b.provider, namespace: directNamespace, spec: podSpec(),
+		shape: shape, counted: []*testbed.Cluster{b.provider}, claims: directClaims(opts),
+	}.measure(ctx, say)
+	if err != nil {
+		return res, err
+	}
+	cpuAfter, err := b.cpu()
+	if err != nil {
+		return res, err
+	}
+	directCPU := cpuAfter.since(cpuBefore)
+	direct.report(say)
+	say("direct-%s run CPU per pod: %.2f ms, by process (ms): %s", shape.Name, directCPU.total()*1000/pods, directCPU.perPod(shape.Pods))
+
+	if err := waitVirtualNodeRoom(ctx, b.consumer, b.offloaded+shape.Pods); err != nil {
+		return res, err
+	}
+	if cpuBefore, err = b.cpu(); err != nil {
+		return res, err
+	}
+	workBefore, err := controllersWork()
+	if err != nil {
+		return res, err
+	}
+	memory, err := sampleMemory(b.kubeletPID(), memorySamplePeriod)
+	if err != nil {
+		return res, fmt.Errorf("virtual kubelet: %w", err)
+	}
+	say("%s, offloaded run in consumer namespace %s", shape, benchNamespace)
+	offloaded, err := podRun{
+		name: "offload-" + shape.Name, cluster: b.consumer, namespace: benchNamespace, spec: offloadedPodSpec(),
+		shape: shape, counted: []*testbed.Cluster{b.consumer, b.provider},
+		twin: b.provider, twinNamespace: b.twin, claims: offloadedClaims(opts),
+	}.measure(ctx, say)
+	peakRSS, lastRSS, memErr := memory.stop()
+	if err != nil {
+		return res, err
+	}
+	if memErr != nil {
+		return res, fmt.Errorf("virtual kubelet: %w", memErr)
+	}
+	b.offloaded += shape.Pods
+	if cpuAfter, err = b.cpu(); err != nil {
+		return res, err
+	}
+	workAfter, err := controllersWork()
+	if err != nil {
+		return res, err
+	}
+	offloadCPU := cpuAfter.since(cpuBefore)
+	offloaded.report(say)
+	say("offload-%s run CPU per pod: %.2f ms, by process (ms): %s", shape.Name, offloadCPU.total()*1000/pods, offloadCPU.perPod(shape.Pods))
+	if opts.Claims {
+		n, err := checkClaimsInProvider(ctx, b.consumer, b.provider, benchNamespace, b.twin)
+		if err != nil {
+			return res, err
+		}
+		say("claims: all %d offloaded claims bound to volumes of provider %s, their provider claims Bound in %s", n, providerID, b.twin)
+	}
+	anon, file, err := memory.split()
+	if err != nil {
+		return res, fmt.Errorf("virtual kubelet: %w", err)
+	}
+	say("virtual kubelet memory with %d offloaded pods: peak %d MiB (VmHWM), %d MiB at the end: %d MiB anonymous (heap, stacks), %d MiB of mapped files (its binary's pages)",
+		b.offloaded, peakRSS>>20, lastRSS>>20, anon>>20, file>>20)
+
+	res.Direct, res.Offload, res.VirtualKubeletPeakRSS = direct.stats(), offloaded.stats(), peakRSS
+	res.Direct.CPUSecondsPerPod = directCPU.total() / pods
+	res.Offload.CPUSecondsPerPod = offloadCPU.total() / pods
+	res.Offload.ShadowPodReconcilesPerPod = float64(reconciles(workAfter, "shadowpod")-reconciles(workBefore, "shadowpod")) / pods
+	return res, nil
 }

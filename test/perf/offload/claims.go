@@ -73,7 +73,7 @@ func (w *claimWorkload) statefulSet(namespace, name string, spec corev1.PodSpec)
 // createSets creates the run's StatefulSets, marking each of a set's pods
 // created just before the set's create call.
 func (r podRun) createSets(ctx context.Context, kube kubernetes.Interface, tl *timeline) error {
-	return r.createEach(ctx, r.pods/r.claims.replicas, func(ctx context.Context, i int) error {
+	return r.createEach(ctx, r.shape.Pods/r.claims.replicas, func(ctx context.Context, i int) error {
 		name := fmt.Sprintf("%s-%03d", r.name, i)
 		now := time.Now()
 		for p := range r.claims.replicas {

@@ -68,3 +68,13 @@ func controllersWork() ([]controllerWork, error) {
 	slices.SortFunc(out, func(a, b controllerWork) int { return int(b.reconciles) - int(a.reconciles) })
 	return out, nil
 }
+
+// reconciles is how many times the named controller reconciled.
+func reconciles(work []controllerWork, name string) uint64 {
+	for _, w := range work {
+		if w.name == name {
+			return w.reconciles
+		}
+	}
+	return 0
+}

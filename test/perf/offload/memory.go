@@ -69,6 +69,18 @@ func (m *memorySampler) stop() (peak, last int64, err error) {
 	return max(peak, m.maxRSS, last), last, nil
 }
 
+// split is the process's resident memory now, anonymous (heap, stacks) and
+// file-backed (the pages of its binary and libraries it touched).
+func (m *memorySampler) split() (anon, file int64, err error) {
+	if anon, err = m.read("RssAnon"); err != nil {
+		return 0, 0, err
+	}
+	if file, err = m.read("RssFile"); err != nil {
+		return 0, 0, err
+	}
+	return anon, file, nil
+}
+
 func (m *memorySampler) read(field string) (int64, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.pid))
 	if err != nil {

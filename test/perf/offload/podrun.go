@@ -49,11 +49,15 @@ const (
 
 // podRun creates pods in one cluster and times each until it is Running.
 type podRun struct {
-	name              string           // "direct" or "offload", in progress lines
-	cluster           *testbed.Cluster // where the pods are created
-	namespace         string
-	spec              corev1.PodSpec
-	pods, concurrency int
+	// name is the run's, e.g. "offload-burst": in progress lines, and the
+	// prefix of its pods' names (the pods of earlier runs stay, their
+	// watches ignore them).
+	name      string
+	cluster   *testbed.Cluster // where the pods are created
+	namespace string
+	spec      corev1.PodSpec
+	// shape says how many pods arrive, and how.
+	shape Shape
 	// counted are the clusters whose API requests are counted.
 	counted []*testbed.Cluster
 	// twin, for offloaded pods, is the provider and twinNamespace the
@@ -72,6 +76,9 @@ type runResult struct {
 	timeline *timeline
 	// requests served by each counted cluster during the run, by kind.
 	requests map[string]requestCounts
+	// idleRequests is how many of them the clusters would have served
+	// without the run, at the rate measured just before it.
+	idleRequests float64
 }
 
 // measure performs the run: it starts the watches, counts requests before,
@@ -79,7 +86,7 @@ type runResult struct {
 // Running and Ready (printing progress), lets the cluster settle and counts
 // requests again.
 func (r podRun) measure(ctx context.Context, say func(string, ...any)) (*runResult, error) {
-	res := &runResult{name: r.name, pods: r.pods, timeline: newTimeline(), requests: map[string]requestCounts{}}
+	res := &runResult{name: r.name, pods: r.shape.Pods, timeline: newTimeline(), requests: map[string]requestCounts{}}
 	watchCtx, stopWatches := context.WithCancel(ctx)
 	var watches sync.WaitGroup
 	defer watches.Wait()
@@ -89,30 +96,36 @@ func (r podRun) measure(ctx context.Context, say func(string, ...any)) (*runResu
 	if err != nil {
 		return nil, err
 	}
-	synced := []cache.InformerSynced{watchPods(watchCtx, &watches, kube, r.namespace, res.timeline, "", bound, running)}
+	prefix := r.name + "-"
+	synced := []cache.InformerSynced{watchPods(watchCtx, &watches, kube, r.namespace, prefix, res.timeline, "", bound, running)}
 	res.stages = []stage{created, bound, running}
 	if r.twin != nil {
 		remote, err := harnessClient(r.twin)
 		if err != nil {
 			return nil, err
 		}
-		shadows, err := watchShadowPods(watchCtx, &watches, r.twin.Config, r.twinNamespace, res.timeline)
+		shadows, err := watchShadowPods(watchCtx, &watches, r.twin.Config, r.twinNamespace, prefix, res.timeline)
 		if err != nil {
 			return nil, err
 		}
-		synced = append(synced, shadows, watchPods(watchCtx, &watches, remote, r.twinNamespace, res.timeline, remoteCreated, remoteBound, remoteRunning))
+		synced = append(synced, shadows, watchPods(watchCtx, &watches, remote, r.twinNamespace, prefix, res.timeline, remoteCreated, remoteBound, remoteRunning))
 		res.stages = []stage{created, bound, shadowed, remoteCreated, remoteBound, remoteRunning, running}
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil, fmt.Errorf("%s run: start watches: %w", r.name, ctx.Err())
 	}
 
+	idle, err := r.idleRequests(ctx)
+	if err != nil {
+		return nil, err
+	}
 	before := map[string]requestCounts{}
 	for _, c := range r.counted {
 		if before[c.Name], err = scrapeRequests(ctx, c); err != nil {
 			return nil, err
 		}
 	}
+	countedFrom := time.Now()
 	createErr := make(chan error, 1)
 	go func() {
 		if r.claims != nil {
@@ -136,13 +149,41 @@ func (r podRun) measure(ctx context.Context, say func(string, ...any)) (*runResu
 		}
 		res.requests[c.Name] = after.minus(before[c.Name])
 	}
+	res.idleRequests = idle * time.Since(countedFrom).Seconds()
 	return res, nil
+}
+
+// idleWindow is how long the requests of the idle clusters are counted
+// before a run: the leases, probes and resyncs that go on without pods.
+const idleWindow = 5 * time.Second
+
+// idleRequests is how many requests per second the counted clusters serve
+// with nothing happening.
+func (r podRun) idleRequests(ctx context.Context) (float64, error) {
+	var n int64
+	for _, phase := range []int64{-1, 1} {
+		if phase == 1 {
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(idleWindow):
+			}
+		}
+		for _, c := range r.counted {
+			counts, err := scrapeRequests(ctx, c)
+			if err != nil {
+				return 0, err
+			}
+			n += phase * counts.total()
+		}
+	}
+	return float64(n) / idleWindow.Seconds(), nil
 }
 
 // create creates the run's pods, concurrency at a time, marking each
 // created just before its call.
 func (r podRun) create(ctx context.Context, kube kubernetes.Interface, tl *timeline) error {
-	return r.createEach(ctx, r.pods, func(ctx context.Context, i int) error {
+	return r.createEach(ctx, r.shape.Pods, func(ctx context.Context, i int) error {
 		name := fmt.Sprintf("%s-%05d", r.name, i)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.namespace, Labels: map[string]string{"app": "bench"}}, Spec: *r.spec.DeepCopy()}
 		tl.mark(name, created, time.Now())
@@ -153,8 +194,8 @@ func (r podRun) create(ctx context.Context, kube kubernetes.Interface, tl *timel
 	})
 }
 
-// createEach calls create for 0..n-1, the run's concurrency at a time; the
-// first error stops the rest.
+// createEach calls create for 0..n-1, the shape's concurrency at a time and,
+// with a rate, none before it is due; the first error stops the rest.
 func (r podRun) createEach(ctx context.Context, n int, create func(context.Context, int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -164,7 +205,7 @@ func (r podRun) createEach(ctx context.Context, n int, create func(context.Conte
 		once     sync.Once
 		firstErr error
 	)
-	for range r.concurrency {
+	for range r.shape.Concurrency {
 		wg.Go(func() {
 			for i := range items {
 				if err := create(ctx, i); err != nil {
@@ -177,8 +218,16 @@ func (r podRun) createEach(ctx context.Context, n int, create func(context.Conte
 			}
 		})
 	}
+	begin := time.Now()
 feed:
 	for i := range n {
+		if wait := time.Until(r.shape.startOf(begin, i)); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				break feed
+			}
+		}
 		select {
 		case items <- i:
 		case <-ctx.Done():
@@ -210,7 +259,7 @@ func (r podRun) waitRunning(ctx context.Context, res *runResult, createErr <-cha
 			}
 		case <-tick.C:
 		}
-		if res.timeline.count(running) == r.pods {
+		if res.timeline.count(running) == r.shape.Pods {
 			say("%s: %s", r.name, res.counts())
 			return nil
 		}
@@ -244,13 +293,26 @@ func (res *runResult) stats() RunStats {
 	for _, counts := range res.requests {
 		requests += counts.total()
 	}
-	return RunStats{
-		P50:            stats.Percentile(ttr, 50),
-		P99:            stats.Percentile(ttr, 99),
-		Throughput:     float64(res.pods) / last.Sub(first).Seconds(),
-		RequestsPerPod: float64(requests) / float64(res.pods),
+	st := RunStats{
+		P50:               stats.Percentile(ttr, 50),
+		P99:               stats.Percentile(ttr, 99),
+		Throughput:        float64(res.pods) / last.Sub(first).Seconds(),
+		RequestsPerPod:    float64(requests) / float64(res.pods),
+		NetRequestsPerPod: max(0, float64(requests)-res.idleRequests) / float64(res.pods),
 	}
+	if slices.Contains(res.stages, shadowed) {
+		added := res.timeline.sumBetween(ferryStages...)
+		st.FerryAddedP50, st.FerryAddedP99 = stats.Percentile(added, 50), stats.Percentile(added, 99)
+	}
+	return st
 }
+
+// ferryStages are the steps of an offloaded pod's way that are ferry's own
+// work: the virtual kubelet making the ShadowPod, the provider's controller
+// making the real pod, and the virtual kubelet carrying Running back. The
+// rest (scheduling on each side, the provider's kubelet) a direct pod has
+// too.
+var ferryStages = [][2]stage{{bound, shadowed}, {shadowed, remoteCreated}, {remoteRunning, running}}
 
 // report prints where the time went, stage by stage (when pods reached it,
 // and how long after the previous stage), and which requests were served.
@@ -275,6 +337,7 @@ func (res *runResult) report(say func(string, ...any)) {
 		say("%s  requests served by %s: %d (%.1f per pod); most: %s", res.name, name, counts.total(),
 			float64(counts.total())/float64(res.pods), counts.top(8))
 	}
+	say("%s  of which the idle clusters' own (leases, probes, resyncs; at the rate measured for %s before the run): %.0f", res.name, idleWindow, res.idleRequests)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", millis(d)) }
@@ -291,13 +354,14 @@ func harnessClient(c *testbed.Cluster) (kubernetes.Interface, error) {
 	return kube, nil
 }
 
-// watchPods marks, for each pod of namespace, the first time a watch sees it
-// (seen, unless empty), bound to a node, and Running and Ready.
-func watchPods(ctx context.Context, wg *sync.WaitGroup, kube kubernetes.Interface, namespace string, tl *timeline, seen, boundStage, runningStage stage) cache.InformerSynced {
+// watchPods marks, for each pod of namespace named with prefix, the first
+// time a watch sees it (seen, unless empty), bound to a node, and Running
+// and Ready.
+func watchPods(ctx context.Context, wg *sync.WaitGroup, kube kubernetes.Interface, namespace, prefix string, tl *timeline, seen, boundStage, runningStage stage) cache.InformerSynced {
 	lw := cache.NewListWatchFromClient(kube.CoreV1().RESTClient(), "pods", namespace, fields.Everything())
 	return runInformer(ctx, wg, lw, &corev1.Pod{}, func(obj any) {
 		pod, ok := obj.(*corev1.Pod)
-		if !ok {
+		if !ok || !strings.HasPrefix(pod.Name, prefix) {
 			return
 		}
 		now := time.Now()
@@ -314,8 +378,8 @@ func watchPods(ctx context.Context, wg *sync.WaitGroup, kube kubernetes.Interfac
 }
 
 // watchShadowPods marks the first time a watch sees each ShadowPod of
-// namespace (by name, which is its pod's).
-func watchShadowPods(ctx context.Context, wg *sync.WaitGroup, cfg *rest.Config, namespace string, tl *timeline) (cache.InformerSynced, error) {
+// namespace named with prefix (by name, which is its pod's).
+func watchShadowPods(ctx context.Context, wg *sync.WaitGroup, cfg *rest.Config, namespace, prefix string, tl *timeline) (cache.InformerSynced, error) {
 	md, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("metadata client: %w", err)
@@ -330,7 +394,7 @@ func watchShadowPods(ctx context.Context, wg *sync.WaitGroup, cfg *rest.Config, 
 		},
 	}
 	return runInformer(ctx, wg, lw, &metav1.PartialObjectMetadata{}, func(obj any) {
-		if sp, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		if sp, ok := obj.(*metav1.PartialObjectMetadata); ok && strings.HasPrefix(sp.Name, prefix) {
 			tl.mark(sp.Name, shadowed, time.Now())
 		}
 	}), nil
@@ -399,15 +463,27 @@ func (tl *timeline) count(s stage) int {
 // between is, for each pod that reached both stages, the time from one to
 // the other.
 func (tl *timeline) between(from, to stage) []time.Duration {
+	return tl.sumBetween([2]stage{from, to})
+}
+
+// sumBetween is, for each pod that reached every stage of steps, the sum of
+// the times between each step's two stages.
+func (tl *timeline) sumBetween(steps ...[2]stage) []time.Duration {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	var out []time.Duration
+pods:
 	for _, stages := range tl.at {
-		a, okA := stages[from]
-		b, okB := stages[to]
-		if okA && okB {
-			out = append(out, b.Sub(a))
+		var sum time.Duration
+		for _, step := range steps {
+			a, okA := stages[step[0]]
+			b, okB := stages[step[1]]
+			if !okA || !okB {
+				continue pods
+			}
+			sum += b.Sub(a)
 		}
+		out = append(out, sum)
 	}
 	return out
 }

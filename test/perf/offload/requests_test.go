@@ -76,3 +76,19 @@ func TestRequestCountsMinusAndTop(t *testing.T) {
 		t.Errorf("top(2) = %q, want %q", got, want)
 	}
 }
+
+func TestSumWatchesCountsOnlyOpenWatches(t *testing.T) {
+	text := `# HELP apiserver_longrunning_requests [STABLE] Gauge of all active long-running apiserver requests
+apiserver_longrunning_requests{component="apiserver",group="",resource="pods",scope="namespace",subresource="",verb="WATCH",version="v1"} 7
+apiserver_longrunning_requests{component="apiserver",group="ferry.io",resource="shadowpods",scope="cluster",subresource="",verb="WATCH",version="v1alpha1"} 2
+apiserver_longrunning_requests{component="apiserver",group="",resource="pods",scope="namespace",subresource="exec",verb="CONNECT",version="v1"} 3
+apiserver_request_total{code="200",verb="WATCH"} 100
+`
+	got, err := sumWatches(text)
+	if err != nil || got != 9 {
+		t.Errorf("sumWatches = %v, %v; want 9", got, err)
+	}
+	if _, err := sumWatches(`apiserver_longrunning_requests{verb="WATCH"} many`); err == nil {
+		t.Error("a malformed value was accepted")
+	}
+}

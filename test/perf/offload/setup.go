@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -109,6 +111,37 @@ func buildVirtualKubelet(ctx context.Context, root string) (bin string, remove f
 	return bin, remove, nil
 }
 
+// progress prints progress lines to out, each with the seconds since the
+// run began.
+func progress(out io.Writer) func(format string, args ...any) {
+	begin := time.Now()
+	return func(format string, args ...any) {
+		fmt.Fprintf(out, "[%6.1fs] %s\n", time.Since(begin).Seconds(), fmt.Sprintf(format, args...))
+	}
+}
+
+// prepareFerry installs ferry's base manifests in every cluster, sends
+// ferry's logs to the first cluster's folder and builds the virtual
+// kubelet; cleanup closes the log and removes the binary.
+func prepareFerry(ctx context.Context, clusters []*testbed.Cluster, root string, say func(string, ...any)) (vkBinary string, cleanup func(), err error) {
+	for _, c := range clusters {
+		if err := c.ApplyKustomization(ctx, filepath.Join(root, "manifests", "base")); err != nil {
+			return "", nil, err
+		}
+	}
+	closeLog, err := logFerryTo(filepath.Join(clusters[0].Dir, "ferry-controller-managers.log"))
+	if err != nil {
+		return "", nil, err
+	}
+	say("building ferry-virtual-kubelet")
+	vkBinary, removeBinary, err := buildVirtualKubelet(ctx, root)
+	if err != nil {
+		closeLog()
+		return "", nil, err
+	}
+	return vkBinary, func() { removeBinary(); closeLog() }, nil
+}
+
 // startFerry runs ferry's controller manager for c in-process, as
 // ferry-controller-manager would, until stop is called; stop also ends the
 // virtual kubelets it launched.
@@ -165,40 +198,54 @@ func createNamespace(ctx context.Context, c *testbed.Cluster, name string) error
 // NamespaceOffloading (Remote), waits until the provider's twin namespace is
 // Ready and returns its name.
 func offloadNamespace(ctx context.Context, consumer *testbed.Cluster, namespace string) (twin string, err error) {
+	twins, err := offloadNamespaceTo(ctx, consumer, namespace, providerID)
+	return twins[providerID], err
+}
+
+// offloadNamespaceTo creates namespace in the consumer with a
+// NamespaceOffloading (Remote), waits until the twin namespace of each of
+// providers is Ready and returns their names.
+func offloadNamespaceTo(ctx context.Context, consumer *testbed.Cluster, namespace string, providers ...ferryv1alpha1.ClusterID) (map[ferryv1alpha1.ClusterID]string, error) {
 	if err := createNamespace(ctx, consumer, namespace); err != nil {
-		return "", err
+		return nil, err
 	}
 	nso := &ferryv1alpha1.NamespaceOffloading{
 		ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: namespace},
 		Spec:       ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote},
 	}
 	if err := consumer.Client.Create(ctx, nso); err != nil {
-		return "", fmt.Errorf("create NamespaceOffloading %s/%s: %w", namespace, nso.Name, err)
+		return nil, fmt.Errorf("create NamespaceOffloading %s/%s: %w", namespace, nso.Name, err)
 	}
-	err = poll(ctx, 60*time.Second, fmt.Sprintf("NamespaceOffloading %s/%s to show %s Ready", namespace, nso.Name, providerID), func(ctx context.Context) (bool, error) {
+	twins := map[ferryv1alpha1.ClusterID]string{}
+	err := poll(ctx, 60*time.Second, fmt.Sprintf("NamespaceOffloading %s/%s to show %v Ready", namespace, nso.Name, providers), func(ctx context.Context) (bool, error) {
 		if err := consumer.Client.Get(ctx, client.ObjectKeyFromObject(nso), nso); err != nil {
 			return false, err
 		}
 		for _, c := range nso.Status.Clusters {
-			if c.ClusterID == providerID && c.Phase == ferryv1alpha1.OffloadingReady {
-				twin = c.TwinNamespace
-				return true, nil
+			if slices.Contains(providers, c.ClusterID) && c.Phase == ferryv1alpha1.OffloadingReady {
+				twins[c.ClusterID] = c.TwinNamespace
 			}
 		}
-		return false, nil
+		return len(twins) == len(providers), nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("%w; last status: %+v", err, nso.Status)
+		return nil, fmt.Errorf("%w; last status: %+v", err, nso.Status)
 	}
-	return twin, nil
+	return twins, nil
 }
 
 // waitVirtualNodeRoom waits until the consumer's virtual node is Ready and
 // allows at least pods pods, so that the offloaded run measures ferry, not a
 // grant too small.
 func waitVirtualNodeRoom(ctx context.Context, consumer *testbed.Cluster, pods int) error {
+	return waitVirtualNodeRoomOf(ctx, consumer, "", pods)
+}
+
+// waitVirtualNodeRoomOf waits until the consumer's virtual node name (any,
+// when empty) is Ready and allows at least pods pods.
+func waitVirtualNodeRoomOf(ctx context.Context, consumer *testbed.Cluster, name string, pods int) error {
 	var last string
-	err := poll(ctx, 60*time.Second, fmt.Sprintf("a Ready virtual node with room for %d pods", pods), func(ctx context.Context) (bool, error) {
+	err := poll(ctx, 60*time.Second, fmt.Sprintf("a Ready virtual node %s with room for %d pods", name, pods), func(ctx context.Context) (bool, error) {
 		nodes, err := consumer.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: ferryv1alpha1.LabelNodeType + "=" + ferryv1alpha1.NodeTypeVirtual})
 		if err != nil {
 			return false, err
@@ -207,7 +254,7 @@ func waitVirtualNodeRoom(ctx context.Context, consumer *testbed.Cluster, pods in
 		for _, n := range nodes.Items {
 			room := n.Status.Allocatable.Pods().Value()
 			found = append(found, fmt.Sprintf("%s (ready %t, %d pods)", n.Name, nodeReady(&n), room))
-			if nodeReady(&n) && room >= int64(pods) {
+			if (name == "" || n.Name == name) && nodeReady(&n) && room >= int64(pods) {
 				return true, nil
 			}
 		}
