@@ -252,34 +252,40 @@ func TestGravityIndexEqualsTheListingAfterRandomEvents(t *testing.T) {
 // writes keeps the bytes it read (the race detector checks the sharing).
 func TestScoresReadWhileEventsArrive(t *testing.T) {
 	w := newWorld(DefaultArgs())
-	done := make(chan struct{})
+	// Data no random event touches: PreScore always scores.
+	set(t, w.volumes, w.onVolume, &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "anchor", Labels: map[string]string{ferryv1alpha1.LabelClusterID: "a"}},
+		Spec:       corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	})
+	set(t, w.claims, w.onClaim, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "anchor", Annotations: map[string]string{placement.AnnotationDataGravity: "true"}},
+		Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "anchor"},
+	})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(stopped)
 		r := rand.New(rand.NewPCG(1, 2))
-		for range 2000 {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
 			set(t, w.volumes, w.onVolume, randomVolume(r, 3))
 			set(t, w.claims, w.onClaim, randomClaim(r, []string{"ns"}, 4, 3))
 		}
 	}()
+	defer func() { close(stop); <-stopped }()
 	pod := plugintest.Pod("ns", "p")
 	var infos []fwk.NodeInfo
 	for _, n := range testNodes {
 		infos = append(infos, plugintest.Info(n))
 	}
-	for scored := false; ; {
-		select {
-		case <-done:
-			if !scored {
-				t.Error("PreScore never found gravity data")
-			}
-			return
-		default:
-		}
+	for range 2000 {
 		cs := framework.NewCycleState()
 		if st := w.pl.PreScore(context.Background(), cs, pod, infos); !st.IsSuccess() {
-			continue
+			t.Fatalf("PreScore %v, want gravity data in cluster a at least", st)
 		}
-		scored = true
 		for _, ni := range infos {
 			if s, st := w.pl.Score(context.Background(), cs, pod, ni); !st.IsSuccess() || s < 0 || s > fwk.MaxScore {
 				t.Fatalf("Score %s: %d %v", ni.Node().Name, s, st)
@@ -348,42 +354,54 @@ func waitForView(ctx context.Context, t *testing.T, index *GravityIndex, after s
 	}
 }
 
-// BenchmarkPreScore measures PreScore in a namespace of 8000 bound gravity
-// claims, each with its own volume (the offload-remote namespace of
-// scheduler_perf's FerryPlacement), listing the claims (as before the
-// GravityIndex) and reading the index.
+// BenchmarkPreScore measures PreScore listing the namespace's claims (as
+// before the GravityIndex) and reading the index, in a namespace of 8000
+// bound gravity claims, each with its own volume in one of 4 clusters, and
+// in one of 2000 bound claims without the annotation (the offload-data
+// namespace of scheduler_perf's FerryPlacement, whose pods PreScore skips).
 func BenchmarkPreScore(b *testing.B) {
 	w := newWorld(DefaultArgs())
-	for i := range 8000 {
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pv-%d", i), Labels: map[string]string{ferryv1alpha1.LabelClusterID: fmt.Sprintf("cluster-%d", i%4)}},
-			Spec:       corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	for _, ns := range []struct {
+		name    string
+		claims  int
+		gravity string
+	}{{"gravity", 8000, "true"}, {"plain", 2000, ""}} {
+		for i := range ns.claims {
+			pv := &corev1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", ns.name, i), Labels: map[string]string{ferryv1alpha1.LabelClusterID: fmt.Sprintf("cluster-%d", i%4)}},
+				Spec:       corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			}
+			set(b, w.volumes, w.onVolume, pv)
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns.name, Name: pv.Name}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: pv.Name}}
+			if ns.gravity != "" {
+				pvc.Annotations = map[string]string{placement.AnnotationDataGravity: ns.gravity}
+			}
+			set(b, w.claims, w.onClaim, pvc)
 		}
-		set(b, w.volumes, w.onVolume, pv)
-		pvc := &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "offload-remote", Name: fmt.Sprintf("data-%d", i), Annotations: map[string]string{placement.AnnotationDataGravity: "true"}},
-			Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: pv.Name},
-		}
-		set(b, w.claims, w.onClaim, pvc)
 	}
-	pod := plugintest.Pod("offload-remote", "p")
 	nodes := []fwk.NodeInfo{plugintest.Info(testNodes[0]), plugintest.Info(testNodes[1])}
 	for _, bc := range []struct {
-		name     string
-		preScore func(*Plugin, fwk.CycleState, *corev1.Pod, []fwk.NodeInfo) *fwk.Status
-	}{
-		{"listing", listingPreScore},
-		{"index", func(pl *Plugin, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-			return pl.PreScore(context.Background(), cs, pod, nodes)
-		}},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if st := bc.preScore(w.pl, framework.NewCycleState(), pod, nodes); !st.IsSuccess() {
-					b.Fatalf("PreScore %v", st)
+		name, namespace string
+		wantSkip        bool
+	}{{"8000GravityClaims", "gravity", false}, {"2000PlainClaims", "plain", true}} {
+		pod := plugintest.Pod(bc.namespace, "p")
+		for _, impl := range []struct {
+			name     string
+			preScore func(*Plugin, fwk.CycleState, *corev1.Pod, []fwk.NodeInfo) *fwk.Status
+		}{
+			{"listing", listingPreScore},
+			{"index", func(pl *Plugin, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+				return pl.PreScore(context.Background(), cs, pod, nodes)
+			}},
+		} {
+			b.Run(bc.name+"/"+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if st := impl.preScore(w.pl, framework.NewCycleState(), pod, nodes); st.IsSkip() != bc.wantSkip || !st.IsSuccess() && !st.IsSkip() {
+						b.Fatalf("PreScore %v", st)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
