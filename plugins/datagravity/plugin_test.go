@@ -38,6 +38,8 @@ func newPlugin(t *testing.T, args Args, nodes []*corev1.Node, claims map[string]
 	t.Helper()
 	pvcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	pvs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	var claimList []*corev1.PersistentVolumeClaim
+	var volumeList []*corev1.PersistentVolume
 	for name, v := range claims {
 		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
 		if v.gravity {
@@ -58,12 +60,15 @@ func newPlugin(t *testing.T, args Args, nodes []*corev1.Node, claims map[string]
 			if err := pvs.Add(pv); err != nil {
 				t.Fatal(err)
 			}
+			volumeList = append(volumeList, pv)
 		}
 		if err := pvcs.Add(pvc); err != nil {
 			t.Fatal(err)
 		}
+		claimList = append(claimList, pvc)
 	}
-	return NewWith(args, corelisters.NewPersistentVolumeClaimLister(pvcs), corelisters.NewPersistentVolumeLister(pvs), virtualnodes.NewStatic(nodes...))
+	return NewWith(args, corelisters.NewPersistentVolumeClaimLister(pvcs), corelisters.NewPersistentVolumeLister(pvs), virtualnodes.NewStatic(nodes...),
+		NewStaticGravityIndex(claimList, volumeList))
 }
 
 func mounting(claims ...string) *corev1.Pod {
