@@ -192,11 +192,12 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 		apiServer = addrs.APIServer
 	}
 	offloadErr, reflectErr := make(chan error, 1), make(chan error, 1)
+	var scopeErr error // read after wg.Wait
 	wg.Go(func() {
 		// One decision, asked of the provider once, for both.
-		scope, err := resolveRemoteScope(runCtx, providerCfg, opts)
-		if err != nil {
-			offloadErr <- err
+		var scope remotescope.Scope
+		if scope, scopeErr = resolveRemoteScope(runCtx, providerCfg, opts); scopeErr != nil {
+			offloadErr <- nil
 			reflectErr <- nil
 			cancel()
 			return
@@ -243,6 +244,9 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	wg.Wait()
 	if ncErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("run node controller of node %s: %w", node.Name, ncErr)
+	}
+	if scopeErr != nil && ctx.Err() == nil {
+		return fmt.Errorf("start the pod offloading and the reflection of node %s: %w", node.Name, scopeErr)
 	}
 	if err := <-offloadErr; err != nil && ctx.Err() == nil {
 		return fmt.Errorf("offload pods of node %s: %w", node.Name, err)
