@@ -49,8 +49,9 @@ type Config struct {
 	// ferry-reflection-reader).
 	Local, Provider *rest.Config
 	// RemoteScope says how the provider's ShadowPods and pods are watched:
-	// cluster, one watch of each for every twin namespace; namespace, one
-	// of each per twin namespace; auto (or empty) asks the provider. The
+	// cluster, one watch of each for the whole provider, shared by every
+	// twin namespace; namespace, one of each per twin namespace; auto (or
+	// empty) asks the provider. The
 	// virtual kubelet resolves it once for the reflection and the pod
 	// offloading together and passes the answer.
 	RemoteScope remotescope.Scope
