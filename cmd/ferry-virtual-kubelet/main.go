@@ -21,6 +21,7 @@ import (
 	"github.com/ferry-io/ferry/virtualkubelet/node"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 	"github.com/ferry-io/ferry/virtualkubelet/reflection"
+	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
 
 func main() {
@@ -51,7 +52,9 @@ func main() {
 	fs.Float32Var(&opts.Reflection.ClientQPS, "reflection-client-qps", reflection.DefaultClientQPS, "queries per second the reflection may send to each cluster")
 	fs.IntVar(&opts.Reflection.ClientBurst, "reflection-client-burst", reflection.DefaultClientBurst, "burst of queries the reflection may send to each cluster")
 	fs.DurationVar(&opts.Reflection.ResyncPeriod, "reflection-resync-period", reflection.DefaultResyncPeriod, "how often every reflected object is compared with its provider copy although no change was seen (an equal copy is not written)")
-	fs.StringVar(&scope, "reflection-remote-scope", string(reflection.ScopeAuto), "how provider copies are watched: cluster (one watch per kind; the provider must bind the consumer to the ferry-reflection-reader ClusterRole), namespace (one watch per kind and twin namespace) or auto (cluster when allowed)")
+	fs.StringVar(&scope, "remote-scope", string(remotescope.Auto), "how the provider's objects are watched, by the pod offloading (ShadowPods, pods) and the reflection alike: cluster (one watch per kind, selected by the origin-cluster label; the provider must bind the consumer to the ferry-reflection-reader ClusterRole), namespace (one watch per kind and twin namespace) or auto (cluster when allowed, decided at start)")
+	fs.StringVar(&scope, "reflection-remote-scope", string(remotescope.Auto), "former name of --remote-scope, which it sets")
+	_ = fs.MarkDeprecated("reflection-remote-scope", "use --remote-scope (it covers the pod offloading too)")
 	fs.StringToStringVar(&opts.Reflection.IngressClasses, "ingress-class-map", nil, "local=provider IngressClass names for reflected Ingresses (*=name for any other class); unmapped classes are dropped, so the provider's default class serves")
 	fs.StringToStringVar(&opts.Reflection.StorageClasses, "storage-class-map", nil, "local=provider StorageClass names for reflected PersistentVolumeClaims (*=name for any other class); unmapped classes are dropped, so the provider's default class serves")
 	fs.DurationVar(&opts.Reflection.TokenExpiration, "service-account-token-expiration", reflection.DefaultTokenExpiration, "lifetime of the consumer service-account tokens handed to offloaded pods (at least 10m); renewed at 80% of it")
@@ -61,7 +64,7 @@ func main() {
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
 	_ = fs.Parse(os.Args[1:])
-	opts.Reflection.RemoteScope = reflection.Scope(scope)
+	opts.RemoteScope = remotescope.Scope(scope)
 	if len(workers) > 0 {
 		opts.Reflection.Workers = map[reflection.Kind]int{}
 		for k, n := range workers {

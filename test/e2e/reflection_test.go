@@ -850,7 +850,7 @@ func diffSeries(a, b map[string]float64) []string {
 	return out
 }
 
-var _ = Describe("Reflection with a cluster-wide watch", Label("reflection"), Ordered, func() {
+var _ = Describe("Reflection and pod offloading with cluster-wide watches", Label("reflection", "offloading"), Ordered, func() {
 	const (
 		timeout = 30 * time.Second
 		polling = 200 * time.Millisecond
@@ -871,7 +871,7 @@ var _ = Describe("Reflection with a cluster-wide watch", Label("reflection"), Or
 	}
 
 	BeforeAll(func(ctx context.Context) {
-		consumer, provider = startPeeredForReflection(ctx, 1, reflection.Options{ResyncPeriod: 2 * time.Second, RemoteScope: reflection.ScopeAuto},
+		consumer, provider = startPeeredForReflection(ctx, 1, reflection.Options{ResyncPeriod: 2 * time.Second},
 			func(provider *testbed.Cluster) {
 				// The provider trusts this consumer with the cluster-wide
 				// read role, before peering: its virtual kubelet (remote
@@ -884,14 +884,74 @@ var _ = Describe("Reflection with a cluster-wide watch", Label("reflection"), Or
 				})).To(Succeed())
 			})
 		shop, bar = framework.CreateNamespace(ctx, consumer, "shop"), framework.CreateNamespace(ctx, consumer, "bar")
-		offload(ctx, shop)
-		offload(ctx, bar)
+		offload(ctx, shop) // bar is offloaded by the first spec
 		// The virtual kubelet watches the provider's Ingresses cluster-wide
 		// and not per twin namespace (nothing else on the provider watches
 		// them in a namespace; kube-controller-manager's garbage collector
 		// and quota controller watch every resource cluster-wide).
 		Consistently(func() map[string]float64 { return openWatches(ctx, provider, "ingresses") }).WithContext(ctx).
 			WithTimeout(2 * time.Second).WithPolling(polling).Should(And(HaveKeyWithValue("cluster", BeNumerically(">=", 1)), Not(HaveKeyWithValue("namespace", BeNumerically(">", 0)))))
+	})
+
+	It("offloads the pods of one namespace and then of two with the same ShadowPod and pod watches on the provider, their statuses flowing back", func(ctx context.Context) {
+		// offloadedPod runs a pod in ns and waits until the provider runs it
+		// and its status (Running, Offloaded) is back on the local pod.
+		offloadedPod := func(ns string) {
+			GinkgoHelper()
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "scoped", Namespace: ns}, Spec: remotePodSpec()}
+			Expect(consumer.Client.Create(ctx, pod)).To(Succeed())
+			Eventually(func(g Gomega) {
+				var remote corev1.Pod
+				g.Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: twins[ns], Name: pod.Name}, &remote)).To(Succeed())
+				g.Expect(remote.Labels).To(HaveKeyWithValue(ferryv1alpha1.LabelOriginCluster, "consumer"))
+				g.Expect(remote.Status.Phase).To(Equal(corev1.PodRunning))
+				g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+				g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+				cond := podCondition(pod, ferryv1alpha1.PodConditionOffloaded)
+				g.Expect(cond).NotTo(BeNil())
+				g.Expect(cond.Status).To(Equal(corev1.ConditionTrue))
+				g.Expect(cond.Message).To(ContainSubstring(twins[ns] + "/" + pod.Name))
+			}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(polling).Should(Succeed())
+		}
+		// watches are the provider's open watches of ShadowPods and pods:
+		// the virtual kubelet's, the provider's own controllers' (all
+		// cluster-wide), none in a namespace.
+		watches := func() map[string]float64 {
+			GinkgoHelper()
+			out := map[string]float64{}
+			for _, resource := range []string{"shadowpods", "pods"} {
+				for scope, n := range openWatches(ctx, provider, resource) {
+					out[resource+"/"+scope] = n
+				}
+			}
+			return out
+		}
+		noneInANamespace := And(Not(HaveKeyWithValue("shadowpods/namespace", BeNumerically(">", 0))),
+			Not(HaveKeyWithValue("pods/namespace", BeNumerically(">", 0))), HaveKeyWithValue("shadowpods/cluster", BeNumerically(">=", 1)))
+
+		offloadedPod(shop)
+		Eventually(watches).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(polling).Should(noneInANamespace)
+		one := watches()
+
+		By("offloading a second namespace")
+		offload(ctx, bar)
+		offloadedPod(bar)
+		Eventually(watches).WithContext(ctx).WithTimeout(10*time.Second).WithPolling(polling).Should(Equal(one),
+			"the provider's watches with one offloaded namespace were %v", one)
+		Consistently(watches).WithContext(ctx).WithTimeout(2 * time.Second).WithPolling(polling).Should(noneInANamespace)
+
+		By("deleting the local pods")
+		for _, ns := range []string{shop, bar} {
+			Expect(consumer.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "scoped", Namespace: ns}})).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			for _, ns := range []string{shop, bar} {
+				err := provider.Client.Get(ctx, client.ObjectKey{Namespace: twins[ns], Name: "scoped"}, &ferryv1alpha1.ShadowPod{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ShadowPod %s/scoped: %v", twins[ns], err)
+				err = consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "scoped"}, &corev1.Pod{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "pod %s/scoped: %v", ns, err)
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(polling).Should(Succeed())
 	})
 
 	It("reflects each namespace's objects into its own twin, repairs drift, and keeps the provider's slices of a reflected Service", func(ctx context.Context) {

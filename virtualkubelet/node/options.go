@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferry-io/ferry/virtualkubelet/reflection"
+	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
 
 // Defaults of Options' zero fields.
@@ -47,6 +48,14 @@ type Options struct {
 	// cluster (defaults 200 and 400).
 	ClientQPS   float32
 	ClientBurst int
+
+	// RemoteScope says how the provider's objects are watched, by the pod
+	// offloading (ShadowPods and pods) and the reflection (the reflected
+	// kinds) alike: cluster, one watch per kind, selected by ferry's origin
+	// label, which needs the provider to bind the consumer to the
+	// ferry-reflection-reader ClusterRole; namespace, one per kind and twin
+	// namespace; auto (the default) asks the provider once at start.
+	RemoteScope remotescope.Scope
 
 	// Reflection tunes the reflection of the objects offloaded pods need
 	// (ConfigMaps, Secrets, Services, ...) to the provider.
@@ -150,6 +159,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--node-ip is required when --kubelet-address (%s) listens on every address", d.KubeletAddress))
 	case ip == nil || ip.IsUnspecified():
 		errs = append(errs, fmt.Errorf("--node-ip %q: must be a unicast IP address", d.NodeIP))
+	}
+	if err := d.RemoteScope.Validate("remote-scope"); err != nil {
+		errs = append(errs, err)
 	}
 	if err := d.Reflection.Validate(); err != nil {
 		errs = append(errs, err)

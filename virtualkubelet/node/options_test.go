@@ -38,6 +38,7 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "negative period", opts: named(Options{HealthCheckPeriod: -time.Second}), wantErr: []string{"--health-check-period (-1s) must be positive"}},
 		{name: "negative timeout", opts: named(Options{HealthCheckTimeout: -time.Second}), wantErr: []string{"--health-check-timeout (-1s) must be positive"}},
 		{name: "threshold", opts: named(Options{FailureThreshold: -1}), wantErr: []string{"--health-check-failure-threshold (-1) must be at least 1"}},
+		{name: "remote scope", opts: named(Options{RemoteScope: "everywhere"}), wantErr: []string{`--remote-scope "everywhere" must be auto, cluster or namespace`}},
 		{name: "lease", opts: named(Options{LeaseDurationSeconds: 3}), wantErr: []string{"--lease-duration-seconds (3) must be at least 4"}},
 	}
 	for _, tt := range tests {

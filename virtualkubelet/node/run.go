@@ -32,6 +32,7 @@ import (
 	"github.com/ferry-io/ferry/virtualkubelet/network"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 	"github.com/ferry-io/ferry/virtualkubelet/reflection"
+	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 	"github.com/ferry-io/ferry/virtualkubelet/servingcert"
 )
 
@@ -190,30 +191,40 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	if !opts.DisableConsumerAPIServer {
 		apiServer = addrs.APIServer
 	}
-	offloadErr := make(chan error, 1)
+	offloadErr, reflectErr := make(chan error, 1), make(chan error, 1)
+	var scopeErr error // read after wg.Wait
 	wg.Go(func() {
-		offloadErr <- offloading.Run(runCtx, offloading.Config{
-			Local: local, Provider: providerCfg, NodeName: node.Name,
-			ConsumerClusterID: consumer, ProviderClusterID: vn.Spec.ClusterID,
-			Workers: opts.PodSyncWorkers, ClientQPS: opts.ClientQPS, ClientBurst: opts.ClientBurst,
-			ProviderReady:        r.providerReady.Load,
-			ServiceAccountTokens: opts.Reflection.WithDefaults().Workers[reflection.ServiceAccounts] > 0,
-			NodePods:             nodePods,
-			RemapPodIP:           addrs.ProviderPodIP,
-			AddressesChanged:     addrs.Changed(),
-			ConsumerAPIServer:    apiServer,
+		// One decision, asked of the provider once, for both.
+		var scope remotescope.Scope
+		if scope, scopeErr = resolveRemoteScope(runCtx, providerCfg, opts); scopeErr != nil {
+			offloadErr <- nil
+			reflectErr <- nil
+			cancel()
+			return
+		}
+		wg.Go(func() {
+			offloadErr <- offloading.Run(runCtx, offloading.Config{
+				Local: local, Provider: providerCfg, NodeName: node.Name, RemoteScope: scope,
+				ConsumerClusterID: consumer, ProviderClusterID: vn.Spec.ClusterID,
+				Workers: opts.PodSyncWorkers, ClientQPS: opts.ClientQPS, ClientBurst: opts.ClientBurst,
+				ProviderReady:        r.providerReady.Load,
+				ServiceAccountTokens: opts.Reflection.WithDefaults().Workers[reflection.ServiceAccounts] > 0,
+				NodePods:             nodePods,
+				RemapPodIP:           addrs.ProviderPodIP,
+				AddressesChanged:     addrs.Changed(),
+				ConsumerAPIServer:    apiServer,
+			})
+			cancel()
 		})
-		cancel()
-	})
-	reflectErr := make(chan error, 1)
-	wg.Go(func() {
-		reflectErr <- reflection.Run(runCtx, reflection.Config{
-			Local: local, Provider: providerCfg, NodeName: node.Name,
-			ConsumerClusterID: consumer, ProviderClusterID: vn.Spec.ClusterID,
-			Options: opts.Reflection, Registry: registry, NodePods: nodePods,
-			RemapIP: addrs.LocalPodIP, AddressesChanged: addrs.Changed(),
+		wg.Go(func() {
+			reflectErr <- reflection.Run(runCtx, reflection.Config{
+				Local: local, Provider: providerCfg, NodeName: node.Name, RemoteScope: scope,
+				ConsumerClusterID: consumer, ProviderClusterID: vn.Spec.ClusterID,
+				Options: opts.Reflection, Registry: registry, NodePods: nodePods,
+				RemapIP: addrs.LocalPodIP, AddressesChanged: addrs.Changed(),
+			})
+			cancel()
 		})
-		cancel()
 	})
 	wg.Go(func() {
 		if err := api.Run(vklog.WithLogger(runCtx, vkLogger{l: logger.WithName("kubelet-api")})); err != nil {
@@ -234,6 +245,9 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	if ncErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("run node controller of node %s: %w", node.Name, ncErr)
 	}
+	if scopeErr != nil && ctx.Err() == nil {
+		return fmt.Errorf("start the pod offloading and the reflection of node %s: %w", node.Name, scopeErr)
+	}
 	if err := <-offloadErr; err != nil && ctx.Err() == nil {
 		return fmt.Errorf("offload pods of node %s: %w", node.Name, err)
 	}
@@ -243,6 +257,26 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	r.reportStopped(ctx)
 	logger.Info("Virtual kubelet stopped", "node", node.Name)
 	return nil
+}
+
+// resolveRemoteScope is how the pod offloading and the reflection watch the
+// provider: opts.RemoteScope, or for auto what the provider lets the
+// consumer do with every kind either watches.
+func resolveRemoteScope(ctx context.Context, provider *rest.Config, opts Options) (remotescope.Scope, error) {
+	if opts.RemoteScope != remotescope.Auto && opts.RemoteScope != "" {
+		return opts.RemoteScope, nil
+	}
+	c, err := kubernetes.NewForConfig(provider)
+	if err != nil {
+		return "", fmt.Errorf("build client of the provider: %w", err)
+	}
+	resources := append(offloading.RemoteResources(), reflection.RemoteResources(opts.Reflection)...)
+	scope, err := remotescope.Resolve(ctx, c, opts.RemoteScope, resources)
+	if err != nil {
+		return "", fmt.Errorf("decide how to watch the provider: %w", err)
+	}
+	klog.FromContext(ctx).Info("Decided how to watch the provider", "remoteScope", scope)
+	return scope, nil
 }
 
 // servingCertificate is the kubelet API's certificate: from the files the

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
-	"github.com/ferry-io/ferry/virtualkubelet/reflection"
+	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
 
 // TestRunStopsWhenCancelled cancels a virtual kubelet at points all along
@@ -66,12 +66,12 @@ func TestRunStopsWhenCancelled(t *testing.T) {
 
 	delays := []time.Duration{0, 10 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
 		300 * time.Millisecond, 500 * time.Millisecond, 800 * time.Millisecond, 1200 * time.Millisecond, 2 * time.Second, 4 * time.Second}
-	for _, scope := range []reflection.Scope{reflection.ScopeNamespace, reflection.ScopeCluster} {
+	for _, scope := range []remotescope.Scope{remotescope.Namespace, remotescope.Cluster} {
 		for _, delay := range delays {
 			opts := Options{
 				VirtualNodeNamespace: ns, VirtualNodeName: "provider", KubeletAddress: "127.0.0.1:0",
 				HealthCheckPeriod: 500 * time.Millisecond, HealthCheckTimeout: 400 * time.Millisecond, FailureThreshold: 3,
-				Reflection: reflection.Options{RemoteScope: scope},
+				RemoteScope: scope,
 			}
 			logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(0)))
 			runCtx, cancel := context.WithCancel(klog.NewContext(ctx, logger))

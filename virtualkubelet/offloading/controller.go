@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
 
 // Defaults of Config's zero fields.
@@ -43,8 +44,17 @@ const (
 // Config says which node's pods to offload where.
 type Config struct {
 	// Local is the consumer cluster, Provider the provider cluster (with
-	// the consumer's credential, which reaches its twin namespaces only).
+	// the consumer's credential, which reaches its twin namespaces, and
+	// every namespace's ShadowPods and pods when the provider binds it to
+	// ferry-reflection-reader).
 	Local, Provider *rest.Config
+	// RemoteScope says how the provider's ShadowPods and pods are watched:
+	// cluster, one watch of each for the whole provider, shared by every
+	// twin namespace; namespace, one of each per twin namespace; auto (or
+	// empty) asks the provider. The
+	// virtual kubelet resolves it once for the reflection and the pod
+	// offloading together and passes the answer.
+	RemoteScope remotescope.Scope
 	// NodeName is the virtual node whose pods are offloaded.
 	NodeName string
 	// ConsumerClusterID and ProviderClusterID identify the two clusters.
@@ -149,6 +159,16 @@ func Run(ctx context.Context, cfg Config) error {
 	defer c.queue.ShutDown()
 	c.twins = &twins{provider: cfg.ProviderClusterID, consumer: cfg.ConsumerClusterID, remote: remote,
 		enqueue: c.queue.Add, namespaceChanged: c.enqueueNamespace}
+	scope := cfg.RemoteScope
+	if scope == remotescope.Auto || scope == "" {
+		kube, err := kubernetes.NewForConfig(remoteCfg)
+		if err != nil {
+			return fmt.Errorf("build client of provider %s: %w", cfg.ProviderClusterID, err)
+		}
+		if scope, err = remotescope.Resolve(ctx, kube, scope, RemoteResources()); err != nil {
+			return err
+		}
+	}
 
 	factory := cfg.NodePods
 	if factory == nil {
@@ -178,6 +198,9 @@ func Run(ctx context.Context, cfg Config) error {
 	factory.Start(runCtx.Done())
 	defer factory.Shutdown()
 	wg.Go(func() { nsoInformer.RunWithContext(runCtx) })
+	if scope == remotescope.Cluster {
+		c.twins.startShared(runCtx)
+	}
 	if !cache.WaitForCacheSync(runCtx.Done(), podInformer.Informer().HasSynced, nsoInformer.HasSynced) {
 		return ctx.Err()
 	}
@@ -200,7 +223,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		})
 	}
-	logger.Info("Offloading pods", "node", cfg.NodeName, "provider", cfg.ProviderClusterID, "workers", cfg.Workers)
+	logger.Info("Offloading pods", "node", cfg.NodeName, "provider", cfg.ProviderClusterID, "remoteScope", scope, "workers", cfg.Workers)
 	<-runCtx.Done()
 	c.queue.ShutDown()
 	return nil

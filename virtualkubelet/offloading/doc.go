@@ -3,10 +3,11 @@
 // namespace of its namespace on the provider, and the real pod's status flows
 // back onto the local pod.
 //
-// It keeps no state of its own: everything is rebuilt from three watches
-// (the local pods bound to the node, the consumer's NamespaceOffloadings, and
-// per twin namespace the provider's ShadowPods and pods carrying this
-// consumer's origin label), so a virtual kubelet killed at any point and
+// It keeps no state of its own: everything is rebuilt from the watches of
+// the local pods bound to the node, of the consumer's NamespaceOffloadings,
+// and of the provider's ShadowPods and pods carrying this consumer's origin
+// label (one watch of each per twin namespace, or, in the cluster remote
+// scope, one of each for the whole provider), so a virtual kubelet killed at any point and
 // started again neither duplicates nor loses a pod. Every write is decided by
 // comparing what is with what should be, so a resync writes nothing.
 //

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -18,29 +19,37 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
-// twin is one twin namespace on the provider and the watches on it: the
-// consumer's credential reaches its twin namespaces only, so each gets its
-// own ShadowPod and pod informers, selected by this consumer's origin label.
+// RemoteResources are the provider's resources the pod offloading watches:
+// those a cluster-wide watch needs the consumer to list and watch everywhere.
+func RemoteResources() []schema.GroupResource {
+	return []schema.GroupResource{ferryv1alpha1.GroupVersion.WithResource("shadowpods").GroupResource(), corev1.Resource("pods")}
+}
+
+// remoteWatch is a ShadowPod informer and a pod informer on the provider,
+// selected by this consumer's origin label: of one twin namespace, or of
+// every namespace, shared by all twins.
+type remoteWatch struct {
+	cancel        context.CancelFunc
+	shadows, pods cache.SharedIndexInformer
+}
+
+func (w *remoteWatch) synced() bool { return w.shadows.HasSynced() && w.pods.HasSynced() }
+
+// twin is one twin namespace on the provider and the watch that covers it.
 type twin struct {
 	local, name string
 	// ready: new pods may be offloaded (the twin namespace is Ready); a
 	// Terminating one is still watched, to drain it. Workers read it while
 	// refresh writes it.
 	ready atomic.Bool
-
-	cancel         context.CancelFunc
-	shadows, pods  cache.Indexer
-	shadowsSynced  cache.InformerSynced
-	podsSynced     cache.InformerSynced
-	shadowInformer cache.SharedIndexInformer
-	podInformer    cache.SharedIndexInformer
+	watch *remoteWatch
 }
 
-func (t *twin) synced() bool { return t.shadowsSynced() && t.podsSynced() }
+func (t *twin) synced() bool { return t.watch.synced() }
 
 // shadowPod is the ShadowPod for the local pod name, or nil.
 func (t *twin) shadowPod(name string) *ferryv1alpha1.ShadowPod {
-	obj, ok, _ := t.shadows.GetByKey(t.name + "/" + name)
+	obj, ok, _ := t.watch.shadows.GetIndexer().GetByKey(t.name + "/" + name)
 	if !ok {
 		return nil
 	}
@@ -49,7 +58,7 @@ func (t *twin) shadowPod(name string) *ferryv1alpha1.ShadowPod {
 
 // remotePod is the real pod for the local pod name, or nil.
 func (t *twin) remotePod(name string) *corev1.Pod {
-	obj, ok, _ := t.pods.GetByKey(t.name + "/" + name)
+	obj, ok, _ := t.watch.pods.GetIndexer().GetByKey(t.name + "/" + name)
 	if !ok {
 		return nil
 	}
@@ -66,6 +75,9 @@ type twins struct {
 	// namespaceChanged is called with a local namespace whose twin appeared,
 	// changed readiness or went away.
 	namespaceChanged func(namespace string)
+	// shared, in the cluster scope, is the one watch of every twin
+	// namespace (started by startShared); nil: each twin has its own.
+	shared *remoteWatch
 
 	mu      sync.RWMutex
 	byLocal map[string]*twin
@@ -82,6 +94,12 @@ func (ts *twins) forTwin(namespace string) *twin {
 	ts.mu.RLock()
 	defer ts.mu.RUnlock()
 	return ts.byTwin[namespace]
+}
+
+// startShared watches the ShadowPods and pods of every namespace at once,
+// for every twin to come (the cluster scope), until ctx is done.
+func (ts *twins) startShared(ctx context.Context) {
+	ts.shared = ts.watch(ctx, metav1.NamespaceAll)
 }
 
 // refresh brings the twins in line with the NamespaceOffloadings in store.
@@ -102,6 +120,7 @@ func (ts *twins) refresh(ctx context.Context, store cache.Store) {
 		}
 	}
 	var changed []string
+	var added []*twin
 	ts.mu.Lock()
 	if ts.byLocal == nil {
 		ts.byLocal, ts.byTwin = map[string]*twin{}, map[string]*twin{}
@@ -111,7 +130,9 @@ func (ts *twins) refresh(ctx context.Context, store cache.Store) {
 		if ok && c.TwinNamespace == t.name {
 			continue
 		}
-		t.cancel()
+		if t.watch != ts.shared {
+			t.watch.cancel()
+		}
 		delete(ts.byLocal, local)
 		delete(ts.byTwin, t.name)
 		changed = append(changed, local)
@@ -125,35 +146,57 @@ func (ts *twins) refresh(ctx context.Context, store cache.Store) {
 			}
 			continue
 		}
-		t := ts.start(ctx, local, c.TwinNamespace)
+		t := &twin{local: local, name: c.TwinNamespace, watch: ts.shared}
+		if t.watch == nil {
+			t.watch = ts.watch(ctx, c.TwinNamespace)
+		}
 		t.ready.Store(ready)
 		ts.byLocal[local], ts.byTwin[c.TwinNamespace] = t, t
 		changed = append(changed, local)
+		added = append(added, t)
 		klog.FromContext(ctx).Info("Following twin namespace", "namespace", local, "twinNamespace", c.TwinNamespace, "ready", ready)
 	}
 	ts.mu.Unlock()
 	for _, ns := range changed {
 		ts.namespaceChanged(ns)
 	}
+	if ts.shared == nil {
+		return
+	}
+	// The shared watch saw the new twins' objects before they were twins,
+	// and dropped their events: wake their local pods now, so that the
+	// ShadowPod of a pod deleted meanwhile is removed.
+	for _, t := range added {
+		for _, inf := range []cache.SharedIndexInformer{t.watch.shadows, t.watch.pods} {
+			objs, _ := inf.GetIndexer().ByIndex(cache.NamespaceIndex, t.name)
+			for _, o := range objs {
+				if m, ok := o.(metav1.Object); ok {
+					ts.enqueue(types.NamespacedName{Namespace: t.local, Name: m.GetName()})
+				}
+			}
+		}
+	}
 }
 
-// start runs the informers of one twin namespace until it is dropped.
-func (ts *twins) start(ctx context.Context, local, name string) *twin {
+// watch runs the ShadowPod and pod informers of namespace ("": every
+// namespace), selected by this consumer's origin label, until it is
+// cancelled or ctx is done.
+func (ts *twins) watch(ctx context.Context, namespace string) *remoteWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	selector := ferryv1alpha1.LabelOriginCluster + "=" + string(ts.consumer)
-	t := &twin{local: local, name: name, cancel: cancel}
-	t.shadowInformer = ts.informer(ctx, name, selector, &ferryv1alpha1.ShadowPod{}, &ferryv1alpha1.ShadowPodList{})
-	t.podInformer = ts.informer(ctx, name, selector, &corev1.Pod{}, &corev1.PodList{})
-	t.shadows, t.shadowsSynced = t.shadowInformer.GetIndexer(), t.shadowInformer.HasSynced
-	t.pods, t.podsSynced = t.podInformer.GetIndexer(), t.podInformer.HasSynced
-	go t.shadowInformer.RunWithContext(ctx)
-	go t.podInformer.RunWithContext(ctx)
-	return t
+	w := &remoteWatch{
+		cancel:  cancel,
+		shadows: ts.informer(namespace, selector, &ferryv1alpha1.ShadowPod{}, &ferryv1alpha1.ShadowPodList{}),
+		pods:    ts.informer(namespace, selector, &corev1.Pod{}, &corev1.PodList{}),
+	}
+	go w.shadows.RunWithContext(ctx)
+	go w.pods.RunWithContext(ctx)
+	return w
 }
 
-// informer watches one kind in one twin namespace; every event wakes the
-// local pod of the same name.
-func (ts *twins) informer(ctx context.Context, namespace, selector string, obj client.Object, list client.ObjectList) cache.SharedIndexInformer {
+// informer watches one kind in namespace; every event in a twin namespace
+// wakes the local pod of the same name.
+func (ts *twins) informer(namespace, selector string, obj client.Object, list client.ObjectList) cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			l := list.DeepCopyObject().(client.ObjectList)
@@ -165,8 +208,8 @@ func (ts *twins) informer(ctx context.Context, namespace, selector string, obj c
 			return ts.remote.Watch(ctx, l, &client.ListOptions{Namespace: namespace, Raw: withSelector(opts, selector)})
 		},
 	}
-	inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
-	_ = inf.SetTransform(DropManagedFields)
+	inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = inf.SetTransform(trimRemote)
 	wake := func(o any) {
 		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 			o = d.Obj
@@ -183,6 +226,20 @@ func (ts *twins) informer(ctx context.Context, namespace, selector string, obj c
 		DeleteFunc: wake,
 	})
 	return inf
+}
+
+// trimRemote is the transform of the provider's ShadowPods and pods: it
+// drops what the controller never reads, the managed fields, a ShadowPod's
+// pod template (an update replaces it whole) and a real pod's spec (only its
+// metadata and status are copied back), which are most of their size.
+func trimRemote(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *ferryv1alpha1.ShadowPod:
+		o.Spec.Template = ferryv1alpha1.ShadowPodTemplate{}
+	case *corev1.Pod:
+		o.Spec = corev1.PodSpec{}
+	}
+	return DropManagedFields(obj)
 }
 
 func withSelector(opts metav1.ListOptions, selector string) *metav1.ListOptions {

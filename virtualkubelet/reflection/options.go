@@ -21,25 +21,6 @@ const (
 	AllowList Policy = "AllowList"
 )
 
-// Scope says how the provider's copies are watched.
-type Scope string
-
-const (
-	// ScopeAuto watches cluster-wide when the provider lets the consumer
-	// list and watch every reflected kind cluster-wide, per twin namespace
-	// otherwise.
-	ScopeAuto Scope = "auto"
-	// ScopeCluster keeps one watch per kind on the provider, selected by
-	// ferry's origin-cluster label: the number of watches does not grow with
-	// the offloaded namespaces. The provider must bind the consumer to the
-	// ferry-reflection-reader ClusterRole (it can then list those kinds in
-	// every namespace: grant it to consumers the provider trusts).
-	ScopeCluster Scope = "cluster"
-	// ScopeNamespace keeps one watch per kind and twin namespace: all a
-	// consumer bound to ferry-twin-namespace in its twin namespaces may do.
-	ScopeNamespace Scope = "namespace"
-)
-
 // Defaults of Options' zero fields.
 const (
 	DefaultClientQPS       = 100
@@ -74,9 +55,6 @@ type Options struct {
 	// provider copy again although no watch reported a change (default
 	// 10m); an equal copy is not written.
 	ResyncPeriod time.Duration
-	// RemoteScope says how the provider's copies are watched (default
-	// ScopeAuto).
-	RemoteScope Scope
 	// IngressClasses and StorageClasses map local class names to the
 	// provider's ("*": any other); unmapped classes are dropped, so the
 	// provider's default serves.
@@ -112,9 +90,6 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.ResyncPeriod == 0 {
 		o.ResyncPeriod = DefaultResyncPeriod
-	}
-	if o.RemoteScope == "" {
-		o.RemoteScope = ScopeAuto
 	}
 	if o.TokenExpiration == 0 {
 		o.TokenExpiration = DefaultTokenExpiration
@@ -154,11 +129,6 @@ func (o *Options) Validate() error {
 	}
 	if o.ResyncPeriod < 0 {
 		errs = append(errs, fmt.Errorf("--reflection-resync-period (%s) must not be negative", o.ResyncPeriod))
-	}
-	switch o.RemoteScope {
-	case "", ScopeAuto, ScopeCluster, ScopeNamespace:
-	default:
-		errs = append(errs, fmt.Errorf("--reflection-remote-scope %q must be %s, %s or %s", o.RemoteScope, ScopeAuto, ScopeCluster, ScopeNamespace))
 	}
 	for _, flag := range []string{"ingress-class-map", "storage-class-map"} {
 		m := o.IngressClasses

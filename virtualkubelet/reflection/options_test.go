@@ -14,7 +14,7 @@ func TestOptionsDefaults(t *testing.T) {
 	if o.Policies[Secrets] != AllowList || o.Policies[ConfigMaps] != DenyList {
 		t.Errorf("policies = %v: want secrets AllowList, the rest DenyList", o.Policies)
 	}
-	if o.ResyncPeriod != DefaultResyncPeriod || o.RemoteScope != ScopeAuto || o.TokenExpiration != DefaultTokenExpiration || o.ClientQPS != DefaultClientQPS {
+	if o.ResyncPeriod != DefaultResyncPeriod || o.TokenExpiration != DefaultTokenExpiration || o.ClientQPS != DefaultClientQPS {
 		t.Errorf("defaults not applied: %+v", o)
 	}
 }
@@ -31,7 +31,6 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "negative workers", o: Options{Workers: map[Kind]int{Secrets: -1}}, want: []string{"--reflection-workers: secrets=-1"}},
 		{name: "bad policy", o: Options{Policies: map[Kind]Policy{ConfigMaps: "Sometimes", Events: AllowList}},
 			want: []string{`configmaps="Sometimes" must be DenyList or AllowList`, "events have no policy"}},
-		{name: "scope", o: Options{RemoteScope: "everywhere"}, want: []string{`--reflection-remote-scope "everywhere"`}},
 		{name: "class maps", o: Options{IngressClasses: map[string]string{"": "x"}, StorageClasses: map[string]string{"fast": "a,b"}},
 			want: []string{"--ingress-class-map: empty local class name", `--storage-class-map: fast="a,b"`}},
 		{name: "short token", o: Options{TokenExpiration: time.Minute}, want: []string{"--service-account-token-expiration (1m0s) must be at least 10m0s"}},

@@ -8,9 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +21,7 @@ import (
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
+	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
 
 // Config says what to reflect where.
@@ -43,6 +41,11 @@ type Config struct {
 	AddressesChanged <-chan struct{}
 	// Options tune the reflection.
 	Options Options
+	// RemoteScope says how the provider's copies are watched; auto (or
+	// empty) asks the provider, for the kinds RemoteResources names. The
+	// virtual kubelet resolves it once for the reflection and the pod
+	// offloading together and passes the answer.
+	RemoteScope remotescope.Scope
 	// NodePods, when set, is the informer factory of the node's pods
 	// (offloading.NodePodInformerFactory), shared with the pod offloading;
 	// nil: one of its own.
@@ -139,17 +142,11 @@ func Run(ctx context.Context, cfg Config) error {
 		switch kind {
 		case ConfigMaps:
 			newReflector(kind, configMapTranslator{}, localFactory.Core().V1().ConfigMaps().Informer())
-			rs.kinds[kind] = remoteKind{resource: corev1.Resource("configmaps"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-				return f.Core().V1().ConfigMaps().Informer()
-			}}
 		case Secrets:
 			r := newReflector(kind, secretTranslator{}, localFactory.Core().V1().Secrets().Informer())
 			r.ignoreRemote = isTokenSecret
 		case ServiceAccounts:
 			r := newReflector(kind, serviceAccountTranslator{}, localFactory.Core().V1().ServiceAccounts().Informer())
-			rs.kinds[kind] = remoteKind{resource: corev1.Resource("serviceaccounts"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-				return f.Core().V1().ServiceAccounts().Informer()
-			}}
 			tokens = &tokenManager{
 				local: local, writer: writer, remote: rs, env: env, metrics: m, recorder: recorder,
 				expiration: opts.TokenExpiration,
@@ -163,38 +160,21 @@ func Run(ctx context.Context, cfg Config) error {
 			r.afterSync = tokens.sync
 		case Services:
 			newReflector(kind, serviceTranslator{}, localFactory.Core().V1().Services().Informer())
-			rs.kinds[kind] = remoteKind{resource: corev1.Resource("services"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-				return f.Core().V1().Services().Informer()
-			}}
 		case EndpointSlices:
 			r := newReflector(kind, endpointSliceTranslator{}, localFactory.Discovery().V1().EndpointSlices().Informer())
 			r.ignoreRemote = notFerrysEndpointSlice
-			rs.kinds[kind] = remoteKind{resource: discoveryv1.Resource("endpointslices"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-				return f.Discovery().V1().EndpointSlices().Informer()
-			}}
 		case Ingresses:
 			newReflector(kind, ingressTranslator{}, localFactory.Networking().V1().Ingresses().Informer())
-			rs.kinds[kind] = remoteKind{resource: networkingv1.Resource("ingresses"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-				return f.Networking().V1().Ingresses().Informer()
-			}}
 		case PersistentVolumeClaims:
 			r := newReflector(kind, pvcTranslator{}, localFactory.Core().V1().PersistentVolumeClaims().Informer())
 			r.ignoreRemote = isStorageFabricClaim
-			rs.kinds[kind] = remoteKind{resource: corev1.Resource("persistentvolumeclaims"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-				return f.Core().V1().PersistentVolumeClaims().Informer()
-			}}
 		case Events:
 			ev = newEventReflector(opts.Workers[kind], cfg.ProviderClusterID, env, local, ns, rs, m, reflectors,
 				podFactory.Core().V1().Pods().Informer())
-			rs.kinds[kind] = remoteKind{resource: corev1.Resource("events"), unlabelled: true, informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-				return f.Core().V1().Events().Informer()
-			}}
 		}
 	}
-	if reflectors[Secrets] != nil || tokens != nil {
-		rs.kinds[Secrets] = remoteKind{resource: corev1.Resource("secrets"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
-			return f.Core().V1().Secrets().Informer()
-		}}
+	for _, kind := range remoteKinds(opts.Workers) {
+		rs.kinds[kind] = remoteWatched[kind]
 	}
 	if len(rs.kinds) == 0 {
 		logger.Info("Every kind's reflection is disabled")
@@ -213,18 +193,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
-	switch opts.RemoteScope {
-	case ScopeCluster:
-		rs.cluster = true
-	case ScopeAuto:
-		resources := make([]schema.GroupResource, 0, len(rs.kinds))
-		for _, rk := range rs.kinds {
-			resources = append(resources, rk.resource)
-		}
-		if rs.cluster, err = clusterWideAllowed(ctx, remote, resources); err != nil {
-			return err
-		}
+	scope, err := remotescope.Resolve(ctx, remote, cfg.RemoteScope, RemoteResources(opts))
+	if err != nil {
+		return err
 	}
+	rs.cluster = scope == remotescope.Cluster
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -313,10 +286,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if ev != nil {
 		wg.Go(func() { ev.run(runCtx) })
-	}
-	scope := ScopeNamespace
-	if rs.cluster {
-		scope = ScopeCluster
 	}
 	logger.Info("Reflecting", "provider", cfg.ProviderClusterID, "remoteScope", scope, "workers", opts.Workers)
 	<-runCtx.Done()

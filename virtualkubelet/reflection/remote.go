@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"sync"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
@@ -22,6 +24,59 @@ type remoteKind struct {
 	informer func(informers.SharedInformerFactory) cache.SharedIndexInformer
 	// unlabelled kinds (events) cannot be selected by ferry's origin label.
 	unlabelled bool
+}
+
+// remoteWatched is how each kind's copies are watched on the provider.
+var remoteWatched = map[Kind]remoteKind{
+	ConfigMaps: {resource: corev1.Resource("configmaps"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Core().V1().ConfigMaps().Informer()
+	}},
+	Secrets: {resource: corev1.Resource("secrets"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Core().V1().Secrets().Informer()
+	}},
+	ServiceAccounts: {resource: corev1.Resource("serviceaccounts"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Core().V1().ServiceAccounts().Informer()
+	}},
+	Services: {resource: corev1.Resource("services"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Core().V1().Services().Informer()
+	}},
+	EndpointSlices: {resource: discoveryv1.Resource("endpointslices"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Discovery().V1().EndpointSlices().Informer()
+	}},
+	Ingresses: {resource: networkingv1.Resource("ingresses"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Networking().V1().Ingresses().Informer()
+	}},
+	PersistentVolumeClaims: {resource: corev1.Resource("persistentvolumeclaims"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Core().V1().PersistentVolumeClaims().Informer()
+	}},
+	Events: {resource: corev1.Resource("events"), unlabelled: true, informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Core().V1().Events().Informer()
+	}},
+}
+
+// remoteKinds are the kinds watched on the provider with workers: every
+// enabled kind, and Secrets also when ServiceAccounts are reflected (their
+// token Secrets).
+func remoteKinds(workers map[Kind]int) []Kind {
+	var kinds []Kind
+	for _, k := range AllKinds {
+		if workers[k] > 0 || (k == Secrets && workers[ServiceAccounts] > 0) {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
+// RemoteResources are the provider's resources the reflection tuned by o
+// watches: those a cluster-wide watch needs the consumer to list and watch
+// everywhere.
+func RemoteResources(o Options) []schema.GroupResource {
+	kinds := remoteKinds(o.WithDefaults().Workers)
+	out := make([]schema.GroupResource, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, remoteWatched[k].resource)
+	}
+	return out
 }
 
 // remoteSet watches the provider's copies: cluster-wide when cluster is
@@ -164,25 +219,4 @@ func (s *remoteSet) list(kind Kind, twin string) []client.Object {
 		out = append(out, o.(client.Object))
 	}
 	return out
-}
-
-// clusterWideAllowed asks the provider whether the consumer may list and
-// watch every resource cluster-wide.
-func clusterWideAllowed(ctx context.Context, c kubernetes.Interface, resources []schema.GroupResource) (bool, error) {
-	for _, gr := range resources {
-		for _, verb := range []string{"list", "watch"} {
-			review, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Verb: verb, Group: gr.Group, Resource: gr.Resource,
-				}},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				return false, fmt.Errorf("ask the provider whether the consumer may %s %s cluster-wide: %w", verb, gr, err)
-			}
-			if !review.Status.Allowed {
-				return false, nil
-			}
-		}
-	}
-	return true, nil
 }

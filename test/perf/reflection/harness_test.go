@@ -30,6 +30,7 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/test/testbed"
 	vkreflection "github.com/ferry-io/ferry/virtualkubelet/reflection"
+	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
 
 const (
@@ -46,7 +47,7 @@ const (
 )
 
 // scopes are the remote scopes every phase is measured with.
-var scopes = []vkreflection.Scope{vkreflection.ScopeCluster, vkreflection.ScopeNamespace}
+var scopes = []remotescope.Scope{remotescope.Cluster, remotescope.Namespace}
 
 // harness is one benchmark run: the clusters, a watch of the provider's
 // copies, and where the lines go.
@@ -248,7 +249,7 @@ func parallel(ctx context.Context, n, limit int, f func(ctx context.Context, i i
 // reflectionRun is one reflection.Run, with its own request counters and
 // metrics registry.
 type reflectionRun struct {
-	scope              vkreflection.Scope
+	scope              remotescope.Scope
 	consumer, provider *requestCounter
 	registry           *prometheus.Registry
 	cancel             context.CancelFunc
@@ -261,7 +262,7 @@ type reflectionRun struct {
 // startReflection starts reflection.Run in-process, as the virtual kubelet
 // does, with the admin credentials of both clusters behind counting
 // transports.
-func (h *harness) startReflection(ctx context.Context, scope vkreflection.Scope, resync time.Duration) *reflectionRun {
+func (h *harness) startReflection(ctx context.Context, scope remotescope.Scope, resync time.Duration) *reflectionRun {
 	r := &reflectionRun{
 		scope: scope, consumer: newRequestCounter(), provider: newRequestCounter(),
 		registry: prometheus.NewRegistry(), exited: make(chan struct{}),
@@ -275,8 +276,8 @@ func (h *harness) startReflection(ctx context.Context, scope vkreflection.Scope,
 		defer close(r.exited)
 		r.err = vkreflection.Run(runCtx, vkreflection.Config{
 			Local: local, Provider: remote, NodeName: nodeName,
-			ConsumerClusterID: consumerID, ProviderClusterID: providerID,
-			Options:  vkreflection.Options{RemoteScope: scope, ResyncPeriod: resync},
+			ConsumerClusterID: consumerID, ProviderClusterID: providerID, RemoteScope: scope,
+			Options:  vkreflection.Options{ResyncPeriod: resync},
 			Registry: r.registry,
 		})
 	}()
@@ -606,6 +607,6 @@ func namespaceNames(prefix string, n int) []string {
 }
 
 // scopeTag is a short name of a scope for namespace names.
-func scopeTag(s vkreflection.Scope) string {
-	return map[vkreflection.Scope]string{vkreflection.ScopeCluster: "cl", vkreflection.ScopeNamespace: "ns"}[s]
+func scopeTag(s remotescope.Scope) string {
+	return map[remotescope.Scope]string{remotescope.Cluster: "cl", remotescope.Namespace: "ns"}[s]
 }

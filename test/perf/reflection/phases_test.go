@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ferry-io/ferry/test/perf/stats"
-	vkreflection "github.com/ferry-io/ferry/virtualkubelet/reflection"
+	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
 
 // params size one benchmark run.
@@ -73,7 +73,7 @@ func (h *harness) measureWatches(ctx context.Context) {
 	if err := h.createNamespaces(ctx, locals); err != nil {
 		h.tb.Fatal(err)
 	}
-	counts := map[vkreflection.Scope][]watchCount{}
+	counts := map[remotescope.Scope][]watchCount{}
 	offloaded := 0
 	for _, n := range p.watchNamespaces {
 		if err := h.offload(ctx, locals[offloaded:n]); err != nil {
@@ -106,7 +106,7 @@ func (h *harness) measureWatches(ctx context.Context) {
 			parts = append(parts, fmt.Sprintf("%d:%d", p.watchNamespaces[i], c.provider))
 			constant = constant && c == counts[scope][0]
 		}
-		if scope == vkreflection.ScopeCluster {
+		if scope == remotescope.Cluster {
 			h.target("watches_constant scope=cluster", "(same for every namespace count)", constant, strings.Join(parts, " "))
 		}
 	}
@@ -116,7 +116,7 @@ func (h *harness) measureWatches(ctx context.Context) {
 // and, once it is synced, measures creating the load and updating
 // ConfigMaps; then it restarts the reflection with a short resync period and
 // measures its first sync and an idle period with resyncs.
-func (h *harness) measureLoad(ctx context.Context, scope vkreflection.Scope) {
+func (h *harness) measureLoad(ctx context.Context, scope remotescope.Scope) {
 	p := h.p
 	locals := namespaceNames("load-"+scopeTag(scope), p.loadNamespaces)
 	if err := h.createNamespaces(ctx, locals); err != nil {
