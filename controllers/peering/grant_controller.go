@@ -13,10 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ferry-io/ferry/api/grant"
@@ -118,7 +120,10 @@ func (r *GrantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	regrant := &debouncedRegrant{c: mgr.GetClient(), delay: r.Debounce}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("grant").
-		For(&ferryv1alpha1.ResourceSlice{}).
+		// Its own status writes do not wake it: with pods coming and going
+		// each write found the free resources changed again and wrote
+		// again, at the API server's pace rather than once per Debounce.
+		For(&ferryv1alpha1.ResourceSlice{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, regrant).
 		Watches(&corev1.Pod{}, regrant).
 		Watches(&storagev1.StorageClass{}, regrant).

@@ -84,11 +84,11 @@ apiserver_longrunning_requests{component="apiserver",group="ferry.io",resource="
 apiserver_longrunning_requests{component="apiserver",group="",resource="pods",scope="namespace",subresource="exec",verb="CONNECT",version="v1"} 3
 apiserver_request_total{code="200",verb="WATCH"} 100
 `
-	got, err := sumWatches(text)
-	if err != nil || got != 9 {
-		t.Errorf("sumWatches = %v, %v; want 9", got, err)
+	all, inNamespace, err := sumWatches(text)
+	if err != nil || all != 9 || inNamespace != 7 {
+		t.Errorf("sumWatches = %v, %v, %v; want 9 and 7 in a namespace", all, inNamespace, err)
 	}
-	if _, err := sumWatches(`apiserver_longrunning_requests{verb="WATCH"} many`); err == nil {
+	if _, _, err := sumWatches(`apiserver_longrunning_requests{verb="WATCH"} many`); err == nil {
 		t.Error("a malformed value was accepted")
 	}
 }
