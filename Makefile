@@ -25,8 +25,10 @@ CONCURRENCY ?= 32
 # bench-storage: StatefulSet pods with a claim each, offloaded vs. direct, and pods per set.
 STORAGE_PODS ?= 200
 STORAGE_REPLICAS ?= 10
-# bench-webhook: pods created in each namespace (with and without the webhooks).
+# bench-webhook: pods created in each namespace (unplaced, and placed by each placement
+# measured: webhook, policy).
 WEBHOOK_PODS ?= 2000
+WEBHOOK_PLACEMENT ?= webhook,policy
 # bench-scheduler: scheduler_perf label filter (performance: 5000 nodes / 10000 pods;
 # short: 50 nodes / 200 pods), runs of each workload (RESULT takes medians; ~8 min
 # a run on 2 cores), and where its data items and failed workloads' logs go.
@@ -109,8 +111,8 @@ bench-fabric: ## TCP throughput and latency pod to pod through ferry's gateways,
 	$(GO) test -run '^$$' -bench BenchmarkFabric -benchtime 1x ./fabric/gateway/
 
 .PHONY: bench-webhook
-bench-webhook: testbed ## Pod creation with and without ferry's pod webhooks, alternating (WEBHOOK_PODS=2000 CONCURRENCY=32); ends with a RESULT line.
-	$(GO) run ./test/cmd/bench-webhook -pods $(WEBHOOK_PODS) -concurrency $(CONCURRENCY)
+bench-webhook: testbed ## Pod creation unplaced vs. placed by ferry's pod webhook and by the admission policies, alternating (WEBHOOK_PODS=2000 CONCURRENCY=32 WEBHOOK_PLACEMENT=webhook,policy); ends with a RESULT line.
+	$(GO) run ./test/cmd/bench-webhook -pods $(WEBHOOK_PODS) -concurrency $(CONCURRENCY) -placement $(WEBHOOK_PLACEMENT)
 
 .PHONY: bench-offload
 bench-offload: testbed ## N pods offloaded vs. N pods direct in the provider (PODS=1000 CONCURRENCY=32); ends with a RESULT line.

@@ -55,6 +55,10 @@ const (
 	PlacementPolicy Placement = "policy"
 )
 
+// DefaultPlacement is the placement of manifests/webhook, the one ferry
+// installs unless told otherwise.
+const DefaultPlacement = PlacementWebhook
+
 // ParsePlacement parses a -placement flag.
 func ParsePlacement(s string) (Placement, error) {
 	switch p := Placement(s); p {
