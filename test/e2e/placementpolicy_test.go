@@ -205,6 +205,14 @@ var _ = Describe("Pod placement by admission policy", Label("webhooks"), Ordered
 			case tc.nso != nil:
 				Expect(localwebhook.WaitPlaced(ctx, cluster, namespaces[i], time.Minute)).To(Succeed())
 			}
+			if strings.HasPrefix(tc.name, "refused") {
+				// Validating policies, too, apply a moment after their creation.
+				Eventually(func(g Gomega) {
+					out[i] = create(ctx, i, tc.pod)
+					g.Expect(out[i].denial).NotTo(BeEmpty())
+				}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), tc.name)
+				continue
+			}
 			out[i] = create(ctx, i, tc.pod)
 		}
 		return out
