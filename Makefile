@@ -29,6 +29,8 @@ STORAGE_REPLICAS ?= 10
 # measured: webhook, policy).
 WEBHOOK_PODS ?= 2000
 WEBHOOK_PLACEMENT ?= webhook,policy
+# bench-webhook: a file to write a CPU profile of the webhook's (and load generator's) process to.
+WEBHOOK_CPUPROFILE ?=
 # bench-scheduler: scheduler_perf label filter (performance: 5000 nodes / 10000 pods;
 # short: 50 nodes / 200 pods), runs of each workload (RESULT takes medians; ~8 min
 # a run on 2 cores), and where its data items and failed workloads' logs go.
@@ -112,7 +114,7 @@ bench-fabric: ## TCP throughput and latency pod to pod through ferry's gateways,
 
 .PHONY: bench-webhook
 bench-webhook: testbed ## Pod creation unplaced vs. placed by ferry's pod webhook and by the admission policies, alternating (WEBHOOK_PODS=2000 CONCURRENCY=32 WEBHOOK_PLACEMENT=webhook,policy); ends with a RESULT line.
-	$(GO) run ./test/cmd/bench-webhook -pods $(WEBHOOK_PODS) -concurrency $(CONCURRENCY) -placement $(WEBHOOK_PLACEMENT)
+	$(GO) run ./test/cmd/bench-webhook -pods $(WEBHOOK_PODS) -concurrency $(CONCURRENCY) -placement $(WEBHOOK_PLACEMENT) $(if $(WEBHOOK_CPUPROFILE),-cpuprofile $(WEBHOOK_CPUPROFILE))
 
 .PHONY: bench-offload
 bench-offload: testbed ## N pods offloaded vs. N pods direct in the provider (PODS=1000 CONCURRENCY=32); ends with a RESULT line.

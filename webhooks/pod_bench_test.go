@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -49,8 +48,7 @@ func BenchmarkPodMutatorHandle(b *testing.B) {
 				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}}}}}}},
 		},
 	}
-	s := testScheme()
-	m := &PodMutator{Reader: cachedReader{nso: nsoIn("shop", ferryv1alpha1.PodOffloadingRemote)}, Decoder: admission.NewDecoder(s)}
+	m := &PodMutator{Reader: cachedReader{nso: nsoIn("shop", ferryv1alpha1.PodOffloadingRemote)}}
 	req := admissionRequest(admissionv1.Create, "shop", pod, nil)
 	ctx := context.Background()
 	b.ReportAllocs()

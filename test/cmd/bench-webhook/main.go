@@ -24,6 +24,7 @@ func main() {
 	flag.IntVar(&opts.Concurrency, "concurrency", 32, "create calls in flight at once")
 	flag.IntVar(&opts.Rounds, "rounds", 4, "rounds alternating the namespaces")
 	placements := flag.String("placement", "webhook,policy", "placements measured, comma-separated: webhook (ferry-webhook's pod webhook), policy (admission policies in the API server)")
+	flag.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of this process (ferry-webhook and the load generator) over the measured rounds to this file")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound of the whole run")
 	flag.Parse()
 	err := parsePlacements(*placements, &opts)

@@ -15,6 +15,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +48,9 @@ type Options struct {
 	Rounds int
 	// Placements measured (localwebhook.PlacementWebhook, PlacementPolicy).
 	Placements []localwebhook.Placement
+	// CPUProfile, when set, is where a CPU profile of this process (the
+	// webhook and the load generator) over the measured rounds is written.
+	CPUProfile string
 	// RepoRoot holds manifests/.
 	RepoRoot string
 	// Out receives progress lines and, last, the RESULT line.
@@ -133,6 +137,13 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return err
 	}
+	if opts.CPUProfile != "" {
+		stopProfile, err := startCPUProfile(opts.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	runs := make([]runStats, len(namespaces))
 	per := opts.Pods / opts.Rounds
 	for round := range opts.Rounds {
@@ -194,6 +205,22 @@ func Run(ctx context.Context, opts Options) (err error) {
 		say("cluster folder kept: %s", c.Dir)
 	}
 	return nil
+}
+
+// startCPUProfile profiles this process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("start CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // harnessProcess names this process in CPU figures: ferry-webhook runs in
