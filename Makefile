@@ -30,8 +30,12 @@ SCALE_PROVIDERS ?= 3
 # bench-storage: StatefulSet pods with a claim each, offloaded vs. direct, and pods per set.
 STORAGE_PODS ?= 200
 STORAGE_REPLICAS ?= 10
-# bench-webhook: pods created in each namespace (with and without the webhooks).
+# bench-webhook: pods created in each namespace (unplaced, and placed by each placement
+# measured: webhook, policy).
 WEBHOOK_PODS ?= 2000
+WEBHOOK_PLACEMENT ?= webhook,policy
+# bench-webhook: a file to write a CPU profile of the webhook's (and load generator's) process to.
+WEBHOOK_CPUPROFILE ?=
 # bench-scheduler: scheduler_perf label filter (performance: 5000 nodes / 10000 pods;
 # short: 50 nodes / 200 pods), runs of each workload (RESULT takes medians; ~8 min
 # a run on 2 cores), and where its data items and failed workloads' logs go.
@@ -114,8 +118,8 @@ bench-fabric: ## TCP throughput and latency pod to pod through ferry's gateways,
 	$(GO) test -run '^$$' -bench BenchmarkFabric -benchtime 1x ./fabric/gateway/
 
 .PHONY: bench-webhook
-bench-webhook: testbed ## Pod creation with and without ferry's pod webhooks, alternating (WEBHOOK_PODS=2000 CONCURRENCY=32); ends with a RESULT line.
-	$(GO) run ./test/cmd/bench-webhook -pods $(WEBHOOK_PODS) -concurrency $(CONCURRENCY)
+bench-webhook: testbed ## Pod creation unplaced vs. placed by ferry's pod webhook and by the admission policies, alternating (WEBHOOK_PODS=2000 CONCURRENCY=32 WEBHOOK_PLACEMENT=webhook,policy); ends with a RESULT line.
+	$(GO) run ./test/cmd/bench-webhook -pods $(WEBHOOK_PODS) -concurrency $(CONCURRENCY) -placement $(WEBHOOK_PLACEMENT) $(if $(WEBHOOK_CPUPROFILE),-cpuprofile $(WEBHOOK_CPUPROFILE))
 
 .PHONY: bench-offload
 bench-offload: testbed ## Pods offloaded vs. the same pods direct in the provider, three load shapes: burst (PODS=1000 CONCURRENCY=32), rate (1000 at 100/s), paced (100 at 2/s) (SHAPES=burst,rate,paced; ≈ 5 min); ends with a RESULT line per shape.

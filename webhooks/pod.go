@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -33,19 +34,48 @@ var virtualNodeToleration = corev1.Toleration{
 // their own. It refuses pods whose ferry.io annotations do not validate.
 type PodMutator struct {
 	// Reader reads NamespaceOffloadings.
-	Reader  client.Reader
-	Decoder admission.Decoder
+	Reader client.Reader
+}
+
+// placedFields are the parts of a pod the webhook reads and changes.
+// Decoding only them, rather than the whole pod (containers, volumes...),
+// spares the webhook most of its decoding per request.
+type placedFields struct {
+	Metadata struct {
+		Annotations map[string]string `json:"annotations,omitempty"`
+	} `json:"metadata"`
+	Spec struct {
+		Tolerations   []corev1.Toleration `json:"tolerations,omitempty"`
+		Affinity      *corev1.Affinity    `json:"affinity,omitempty"`
+		SchedulerName string              `json:"schedulerName,omitempty"`
+	} `json:"spec"`
+}
+
+// decodePlaced decodes the fields of the request's pod that placement reads
+// into a pod that holds only them.
+func decodePlaced(req admission.Request) (*corev1.Pod, error) {
+	if req.Kind.Kind != "" && (req.Kind.Group != "" || req.Kind.Kind != "Pod") {
+		return nil, fmt.Errorf("decode pod: the request is for a %s", req.Kind)
+	}
+	var f placedFields
+	if err := utiljson.Unmarshal(req.Object.Raw, &f); err != nil {
+		return nil, fmt.Errorf("decode pod: %w", err)
+	}
+	pod := &corev1.Pod{}
+	pod.Annotations = f.Metadata.Annotations
+	pod.Spec.Tolerations, pod.Spec.Affinity, pod.Spec.SchedulerName = f.Spec.Tolerations, f.Spec.Affinity, f.Spec.SchedulerName
+	return pod, nil
 }
 
 // Handle implements admission.Handler.
 func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	pod := &corev1.Pod{}
-	if err := m.Decoder.Decode(req, pod); err != nil {
+	pod, err := decodePlaced(req)
+	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	var nso ferryv1alpha1.NamespaceOffloading
 	key := types.NamespacedName{Namespace: req.Namespace, Name: ferryv1alpha1.NamespaceOffloadingName}
-	err := m.Reader.Get(ctx, key, &nso)
+	err = m.Reader.Get(ctx, key, &nso)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("read NamespaceOffloading %s: %w", key, err))
 	}

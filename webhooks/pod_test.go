@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -64,7 +65,7 @@ func TestPodMutatorHandle(t *testing.T) {
 	_ = ferryv1alpha1.AddToScheme(scheme)
 	nso := &ferryv1alpha1.NamespaceOffloading{ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: "shop"},
 		Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingLocal}}
-	m := &PodMutator{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(nso).Build(), Decoder: admission.NewDecoder(scheme)}
+	m := &PodMutator{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(nso).Build()}
 	request := func(ns string, pod *corev1.Pod) admission.Request {
 		raw, _ := json.Marshal(pod)
 		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: ns, Operation: admissionv1.Create,
@@ -84,6 +85,63 @@ func TestPodMutatorHandle(t *testing.T) {
 	resp = m.Handle(context.Background(), request("shop", widening))
 	if resp.Allowed || !strings.Contains(resp.Result.Message, "metadata.annotations[ferry.io/pod-offloading-strategy]") {
 		t.Errorf("a pod widening a Local namespace: allowed %v, %q", resp.Allowed, resp.Result.Message)
+	}
+	bad := request("shop", pod)
+	bad.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "Service"}
+	if resp := m.Handle(context.Background(), bad); resp.Allowed || resp.Result.Code != http.StatusBadRequest {
+		t.Errorf("a Service: allowed %v, code %d; want refused as a bad request", resp.Allowed, resp.Result.Code)
+	}
+	bad = request("shop", pod)
+	bad.Object.Raw = []byte(`{"metadata": 1}`)
+	if resp := m.Handle(context.Background(), bad); resp.Allowed || resp.Result.Code != http.StatusBadRequest {
+		t.Errorf("a pod that does not decode: allowed %v, code %d; want refused as a bad request", resp.Allowed, resp.Result.Code)
+	}
+}
+
+// TestPodMutatorPatchesTheWholePod: the handler decodes only the fields
+// placement reads; its patch, applied to the whole pod's JSON as the API
+// server does, must give what Apply gives on the whole pod, every other
+// field kept.
+func TestPodMutatorPatchesTheWholePod(t *testing.T) {
+	eu := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{req("region", corev1.NodeSelectorOpIn, "eu")}}}}
+	nso := &ferryv1alpha1.NamespaceOffloading{ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: "shop"},
+		Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingLocalAndRemote, ClusterSelector: eu, SchedulerName: "ferry-scheduler"}}
+	m := &PodMutator{Reader: cachedReader{nso: nso}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", Labels: map[string]string{"app": "web"},
+			Annotations: map[string]string{placement.AnnotationPodOffloadingStrategy: "Remote", "note": "kept"}},
+		Spec: corev1.PodSpec{
+			Containers:    []corev1.Container{{Name: "web", Image: "web", Env: []corev1.EnvVar{{Name: "A", Value: "1"}}}},
+			SchedulerName: corev1.DefaultSchedulerName, NodeSelector: map[string]string{"disk": "ssd"},
+			Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}},
+			Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}, NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+					{MatchExpressions: []corev1.NodeSelectorRequirement{req("zone", corev1.NodeSelectorOpIn, "a")}}}}}},
+		},
+	}
+	raw, _ := json.Marshal(pod)
+	resp := m.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: "shop", Operation: admissionv1.Create,
+		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Object: runtime.RawExtension{Raw: raw}}})
+	if !resp.Allowed || len(resp.Patches) == 0 {
+		t.Fatalf("allowed %v with %d patches: %v", resp.Allowed, len(resp.Patches), resp.Result)
+	}
+	patchJSON, _ := json.Marshal(resp.Patches)
+	patch, err := jsonpatchv4.DecodePatch(patchJSON)
+	if err != nil {
+		t.Fatalf("decode patch %s: %v", patchJSON, err)
+	}
+	patched, err := patch.Apply(raw)
+	if err != nil {
+		t.Fatalf("apply patch %s: %v", patchJSON, err)
+	}
+	var got corev1.Pod
+	if err := json.Unmarshal(patched, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := pod.DeepCopy()
+	Apply(want, Policy{Strategy: ferryv1alpha1.PodOffloadingRemote, ClusterSelector: eu, SchedulerName: "ferry-scheduler"})
+	if !equality.Semantic.DeepEqual(&got, want) {
+		t.Errorf("patched pod differs from Apply's on the whole pod:\n got  %+v\n want %+v", got, *want)
 	}
 }
 

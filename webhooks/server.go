@@ -137,7 +137,7 @@ func Register(mgr ctrl.Manager) {
 	srv := mgr.GetWebhookServer()
 	dec := admission.NewDecoder(mgr.GetScheme())
 	c := mgr.GetClient()
-	srv.Register(PathMutatePod, &webhook.Admission{Handler: &PodMutator{Reader: c, Decoder: dec}})
+	srv.Register(PathMutatePod, &webhook.Admission{Handler: &PodMutator{Reader: c}})
 	srv.Register(PathValidatePod, &webhook.Admission{Handler: &AnnotationValidator{Kind: "Pod", Reader: c, Decoder: dec}})
 	srv.Register(PathMutatePVC, &webhook.Admission{Handler: &PVCMutator{Reader: c, Decoder: dec}})
 	srv.Register(PathValidatePVC, &webhook.Admission{Handler: &AnnotationValidator{Kind: "PersistentVolumeClaim", Reader: c, Decoder: dec}})

@@ -1,9 +1,10 @@
-// Package webhook measures what ferry's admission webhooks cost pod
-// creation (`make bench-webhook`): on one test-bed cluster with ferry-webhook
-// running, pods are created at a fixed concurrency in a namespace the
-// webhooks ignore and in an offloaded one where the pod webhooks (mutating
-// and validating) act, alternating in rounds so both see the same machine,
-// and the RESULT line compares the two.
+// Package webhook measures what placing pods costs pod creation (`make
+// bench-webhook`): on one test-bed cluster with ferry-webhook running, pods
+// are created at a fixed concurrency in a namespace ferry ignores and in an
+// offloaded namespace per placement measured: one placed by ferry-webhook's
+// pod webhook, one by the admission policies in the API server (each
+// placement is bound to its namespace alone), alternating in rounds so all
+// see the same machine, and the RESULT line compares them.
 package webhook
 
 import (
@@ -14,12 +15,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -31,6 +34,7 @@ import (
 	"github.com/ferry-io/ferry/test/localwebhook"
 	"github.com/ferry-io/ferry/test/perf/stats"
 	"github.com/ferry-io/ferry/test/testbed"
+	"github.com/ferry-io/ferry/test/testbed/binaries"
 	"github.com/ferry-io/ferry/webhooks"
 )
 
@@ -40,8 +44,13 @@ type Options struct {
 	Pods int
 	// Concurrency is the create calls in flight at once.
 	Concurrency int
-	// Rounds alternate the two namespaces.
+	// Rounds alternate the namespaces.
 	Rounds int
+	// Placements measured (localwebhook.PlacementWebhook, PlacementPolicy).
+	Placements []localwebhook.Placement
+	// CPUProfile, when set, is where a CPU profile of this process (the
+	// webhook and the load generator) over the measured rounds is written.
+	CPUProfile string
 	// RepoRoot holds manifests/.
 	RepoRoot string
 	// Out receives progress lines and, last, the RESULT line.
@@ -56,14 +65,20 @@ func (o Options) validate() error {
 		return fmt.Errorf("-concurrency %d: must be at least 1", o.Concurrency)
 	case o.Rounds < 1 || o.Rounds > o.Pods:
 		return fmt.Errorf("-rounds %d: must be within 1 and -pods (%d)", o.Rounds, o.Pods)
+	case len(o.Placements) == 0:
+		return fmt.Errorf("-placement: none given")
 	}
 	return nil
 }
 
-const (
-	plainNamespace  = "bench-plain"
-	policyNamespace = "bench-offloaded"
-)
+const plainNamespace = "bench-plain"
+
+// placedNamespace is the offloaded namespace whose pods placement places.
+func placedNamespace(p localwebhook.Placement) string { return "bench-" + string(p) }
+
+// labelPlacement, on a namespace, binds it to one placement: the benchmark
+// narrows the pod webhook's and the policies' namespace selectors by it.
+const labelPlacement = "bench.ferry.io/placement"
 
 // Run starts the cluster and the webhook, measures, prints RESULT and
 // stops everything it started.
@@ -91,48 +106,58 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := prepare(ctx, c, kube); err != nil {
+	if err := prepare(ctx, c, kube, opts.Placements); err != nil {
 		return err
 	}
-	say("starting ferry-webhook on 127.0.0.1")
-	stop, err := localwebhook.Run(ctx, c.Config, c.Client, opts.RepoRoot)
+	say("starting ferry-webhook on 127.0.0.1; placements measured: %v", opts.Placements)
+	stop, err := localwebhook.RunAdmission(ctx, c.Config, c.Client, func(baseURL string) (*localwebhook.Admission, error) {
+		return benchAdmission(opts.RepoRoot, baseURL, opts.Placements)
+	})
 	if err != nil {
 		return err
 	}
 	defer stop()
+	namespaces := []string{plainNamespace}
+	for _, p := range opts.Placements {
+		if err := localwebhook.WaitPlaced(ctx, c.Client, placedNamespace(p), time.Minute); err != nil {
+			return err
+		}
+		namespaces = append(namespaces, placedNamespace(p))
+	}
 
 	warm := min(opts.Pods, 100)
-	for _, ns := range []string{plainNamespace, policyNamespace} {
+	for _, ns := range namespaces {
 		if _, _, err := createPods(ctx, kube, ns, "warm", warm, opts.Concurrency); err != nil {
 			return fmt.Errorf("warm up: %w", err)
 		}
 	}
 	pids := c.PIDs()
-	pids["ferry-webhook+harness"] = os.Getpid()
+	pids[harnessProcess] = os.Getpid()
 	meter, err := newCPUMeter(pids)
 	if err != nil {
 		return err
 	}
-	var plain, policy runStats
+	if opts.CPUProfile != "" {
+		stopProfile, err := startCPUProfile(opts.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
+	runs := make([]runStats, len(namespaces))
 	per := opts.Pods / opts.Rounds
 	for round := range opts.Rounds {
 		n := per
 		if round == opts.Rounds-1 {
 			n = opts.Pods - per*(opts.Rounds-1)
 		}
-		order := []*runStats{&plain, &policy}
-		if round%2 == 1 {
-			order = []*runStats{&policy, &plain}
-		}
-		for _, s := range order {
-			ns := plainNamespace
-			if s == &policy {
-				ns = policyNamespace
-			}
+		// Each round starts with another namespace.
+		for k := range namespaces {
+			i := (round + k) % len(namespaces)
 			if _, err := meter.lap(); err != nil {
 				return err
 			}
-			lat, wall, err := createPods(ctx, kube, ns, fmt.Sprintf("r%d", round), n, opts.Concurrency)
+			lat, wall, err := createPods(ctx, kube, namespaces[i], fmt.Sprintf("r%d", round), n, opts.Concurrency)
 			if err != nil {
 				return err
 			}
@@ -140,13 +165,13 @@ func Run(ctx context.Context, opts Options) (err error) {
 			if err != nil {
 				return err
 			}
-			s.addCPU(lap)
-			s.latencies = append(s.latencies, lat...)
-			s.wall += wall
+			runs[i].addCPU(lap)
+			runs[i].latencies = append(runs[i].latencies, lat...)
+			runs[i].wall += wall
 		}
 		say("round %d/%d: %d pods in each namespace", round+1, opts.Rounds, n)
 	}
-	if err := checkMutated(ctx, kube); err != nil {
+	if err := checkPlaced(ctx, kube, opts.Placements); err != nil {
 		return err
 	}
 	durations, err := webhookDurations(ctx, kube)
@@ -161,35 +186,113 @@ func Run(ctx context.Context, opts Options) (err error) {
 		say("time per call of webhook %s: mean %.2fms", name, ms(durations[name]))
 	}
 	for _, name := range slices.Sorted(maps.Keys(pids)) {
-		say("CPU per pod of %s: without the webhooks %.2fms, with them %.2fms", name,
-			ms(plain.cpu[name])/float64(opts.Pods), ms(policy.cpu[name])/float64(opts.Pods))
+		line := fmt.Sprintf("CPU per pod of %s: unplaced %.3fms", name, ms(runs[0].cpu[name])/float64(opts.Pods))
+		for i, p := range opts.Placements {
+			line += fmt.Sprintf(", %s %.3fms", p, ms(runs[i+1].cpu[name])/float64(opts.Pods))
+		}
+		say("%s", line)
 	}
-	Result{Pods: opts.Pods, Concurrency: opts.Concurrency, Plain: plain.stats(), Webhook: policy.stats()}.Print(opts.Out)
+	res := Result{Pods: opts.Pods, Concurrency: opts.Concurrency, Main: opts.Placements[0], Plain: runs[0].stats(opts.Pods),
+		Placed: map[localwebhook.Placement]RunStats{}}
+	for i, p := range opts.Placements {
+		res.Placed[p] = runs[i+1].stats(opts.Pods)
+		if p == localwebhook.DefaultPlacement {
+			res.Main = p
+		}
+	}
+	res.Print(opts.Out)
 	if os.Getenv(testbed.EnvKeep) != "" {
 		say("cluster folder kept: %s", c.Dir)
 	}
 	return nil
 }
 
-// prepare makes both namespaces (with their default ServiceAccount: no
-// controller manager runs) and offloads the second as the NamespaceOffloading
-// controller would have: the label the webhooks select on, and a Remote
-// NamespaceOffloading.
-func prepare(ctx context.Context, c *testbed.Cluster, kube kubernetes.Interface) error {
-	for ns, labels := range map[string]map[string]string{
-		plainNamespace: nil, policyNamespace: {ferryv1alpha1.LabelOffloadingEnabled: "true"},
-	} {
+// startCPUProfile profiles this process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("start CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
+// harnessProcess names this process in CPU figures: ferry-webhook runs in
+// it, and so does the load generator.
+const harnessProcess = "ferry-webhook+harness"
+
+// benchAdmission is the webhook configurations and, when measured, the
+// admission policies, with the pod webhook bound to the webhook placement's
+// namespace alone and the policies to the policy placement's: each
+// placement places only its own namespace's pods.
+func benchAdmission(repoRoot, baseURL string, placements []localwebhook.Placement) (*localwebhook.Admission, error) {
+	a, err := localwebhook.Load(repoRoot, baseURL, localwebhook.PlacementWebhook)
+	if err != nil {
+		return nil, err
+	}
+	only := func(sel *metav1.LabelSelector, p localwebhook.Placement) *metav1.LabelSelector {
+		sel = sel.DeepCopy()
+		if sel == nil {
+			sel = &metav1.LabelSelector{}
+		}
+		if sel.MatchLabels == nil {
+			sel.MatchLabels = map[string]string{}
+		}
+		sel.MatchLabels[labelPlacement] = string(p)
+		return sel
+	}
+	for i, w := range a.Mutating.Webhooks {
+		if w.Name == "pods.mutate.ferry.io" {
+			a.Mutating.Webhooks[i].NamespaceSelector = only(w.NamespaceSelector, localwebhook.PlacementWebhook)
+		}
+	}
+	if !slices.Contains(placements, localwebhook.PlacementPolicy) {
+		return a, nil
+	}
+	if a.Policies, err = localwebhook.Policies(repoRoot); err != nil {
+		return nil, err
+	}
+	for _, obj := range a.Policies {
+		switch b := obj.(type) {
+		case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
+			b.Spec.MatchResources.NamespaceSelector = only(b.Spec.MatchResources.NamespaceSelector, localwebhook.PlacementPolicy)
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			b.Spec.MatchResources.NamespaceSelector = only(b.Spec.MatchResources.NamespaceSelector, localwebhook.PlacementPolicy)
+		}
+	}
+	return a, nil
+}
+
+// prepare makes the namespaces (with their default ServiceAccount: no
+// controller manager runs) and offloads one per placement as the
+// NamespaceOffloading controller would have: the label ferry selects on,
+// and a Remote NamespaceOffloading.
+func prepare(ctx context.Context, c *testbed.Cluster, kube kubernetes.Interface, placements []localwebhook.Placement) error {
+	namespaces := map[string]map[string]string{plainNamespace: nil}
+	for _, p := range placements {
+		namespaces[placedNamespace(p)] = map[string]string{ferryv1alpha1.LabelOffloadingEnabled: "true", labelPlacement: string(p)}
+	}
+	for ns, labels := range namespaces {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create namespace %s: %w", ns, err)
 		}
 		if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create ServiceAccount %s/default: %w", ns, err)
 		}
-	}
-	nso := &ferryv1alpha1.NamespaceOffloading{ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: policyNamespace},
-		Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote}}
-	if err := c.Client.Create(ctx, nso); err != nil {
-		return fmt.Errorf("create NamespaceOffloading: %w", err)
+		if labels == nil {
+			continue
+		}
+		nso := &ferryv1alpha1.NamespaceOffloading{ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: ns},
+			Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote}}
+		if err := c.Client.Create(ctx, nso); err != nil {
+			return fmt.Errorf("create NamespaceOffloading %s/%s: %w", ns, nso.Name, err)
+		}
 	}
 	return nil
 }
@@ -239,8 +342,8 @@ feed:
 	return latencies, wall, err
 }
 
-// benchPod is an ordinary pod; its ferry.io annotation makes the validating
-// webhook parse one.
+// benchPod is an ordinary pod; its ferry.io annotation makes the placement
+// validate one.
 func benchPod(name string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "bench"},
@@ -249,16 +352,20 @@ func benchPod(name string) *corev1.Pod {
 	}
 }
 
-// checkMutated makes sure the measured webhook did act: a pod of the
+// checkPlaced makes sure each measured placement did act: a pod of each
 // offloaded namespace carries the policy and one of the other does not.
-func checkMutated(ctx context.Context, kube kubernetes.Interface) error {
-	for ns, want := range map[string]bool{policyNamespace: true, plainNamespace: false} {
+func checkPlaced(ctx context.Context, kube kubernetes.Interface, placements []localwebhook.Placement) error {
+	want := map[string]bool{plainNamespace: false}
+	for _, p := range placements {
+		want[placedNamespace(p)] = true
+	}
+	for ns, want := range want {
 		pod, err := kube.CoreV1().Pods(ns).Get(ctx, "warm-0", metav1.GetOptions{})
 		if err != nil {
-			return err
+			return fmt.Errorf("read pod %s/warm-0: %w", ns, err)
 		}
 		if _, got := pod.Annotations[webhooks.AnnotationAppliedPolicy]; got != want {
-			return fmt.Errorf("pod %s/%s: webhook applied = %v, want %v: the benchmark did not measure what it says", ns, pod.Name, got, want)
+			return fmt.Errorf("pod %s/%s: placed = %v, want %v: the benchmark did not measure what it says", ns, pod.Name, got, want)
 		}
 	}
 	return nil
@@ -281,10 +388,14 @@ func (s *runStats) addCPU(lap map[string]time.Duration) {
 	}
 }
 
-func (s runStats) stats() RunStats {
+// stats are the create calls' figures and the CPU per pod of the API server
+// and this process, over pods.
+func (s runStats) stats(pods int) RunStats {
 	return RunStats{
 		P50: stats.Percentile(s.latencies, 50), P99: stats.Percentile(s.latencies, 99),
-		Throughput: float64(len(s.latencies)) / s.wall.Seconds(),
+		Throughput:   float64(len(s.latencies)) / s.wall.Seconds(),
+		APIServerCPU: s.cpu[binaries.KubeAPIServer] / time.Duration(pods),
+		HarnessCPU:   s.cpu[harnessProcess] / time.Duration(pods),
 	}
 }
 
