@@ -19,6 +19,11 @@ FUZZTIME ?= 5s
 # a race with any decoding client that no caller can lock out. ferry's
 # controller manager builds its one provisioner before it starts.
 NO_RACE := /test/e2e$$|/test/testbed$$
+# The version linked into the binaries (--version, ferry_build_info); the
+# commit comes from the checkout, which Go records itself.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS := -X github.com/ferry-io/ferry/version.version=$(VERSION) -X github.com/ferry-io/ferry/version.commit=$(COMMIT)
 # bench-offload: pods per run, and create calls in flight.
 PODS ?= 1000
 CONCURRENCY ?= 32
@@ -48,9 +53,9 @@ help: ## Show the targets.
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Compile every package and the binaries under cmd/ into bin/ (with bin/kubectl-ferry, for `kubectl ferry`).
+build: ## Compile every package and the binaries under cmd/ into bin/ (with bin/kubectl-ferry, for `kubectl ferry`), VERSION linked in.
 	$(GO) build ./...
-	mkdir -p bin && $(GO) build -o bin/ ./cmd/...
+	mkdir -p bin && $(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 	ln -sf ferryctl bin/kubectl-ferry
 
 .PHONY: demo

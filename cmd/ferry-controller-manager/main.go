@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -24,6 +25,7 @@ import (
 	"github.com/ferry-io/ferry/controllers/offloading"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/storage"
+	"github.com/ferry-io/ferry/version"
 )
 
 type flags struct {
@@ -64,8 +66,11 @@ func main() {
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
+	showVersion := version.AddFlag(fs)
 	_ = fs.Parse(os.Args[1:])
+	showVersion.ExitIfSet("ferry-controller-manager")
 	ctrl.SetLogger(klog.NewKlogr())
+	ctrlmetrics.Registry.MustRegister(version.Collector("ferry-controller-manager"))
 
 	if err := run(f); err != nil {
 		fmt.Fprintln(os.Stderr, "ferry-controller-manager:", err)

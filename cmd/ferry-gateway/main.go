@@ -17,15 +17,18 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/fabric/gateway"
 	"github.com/ferry-io/ferry/fabric/netns"
+	"github.com/ferry-io/ferry/version"
 )
 
 type common struct {
 	kubeconfig, clusterID, netnsPath, prefix string
 	opts                                     gateway.Options
+	version                                  version.Flag
 }
 
 func (c *common) register(fs *pflag.FlagSet) {
@@ -36,6 +39,16 @@ func (c *common) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.opts.MetricsAddr, "metrics-bind-address", "127.0.0.1:8443", "address serving Prometheus metrics (0 disables; :8443 for all interfaces)")
 	fs.BoolVar(&c.opts.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients authorized for GET /metrics (TokenReview and SubjectAccessReview); false: plain HTTP to anyone who reaches the address")
 	fs.StringVar(&c.opts.HealthAddr, "health-probe-bind-address", "127.0.0.1:8081", "address serving /healthz and /readyz over plain HTTP (0 disables; :8081 for all interfaces, as kubelet probes need)")
+	c.version = version.AddFlag(fs)
+}
+
+// parse parses args into fs, then prints the version and exits when asked,
+// and sets up logging and the build metric.
+func (c *common) parse(fs *pflag.FlagSet, args []string) {
+	_ = fs.Parse(args)
+	c.version.ExitIfSet("ferry-gateway")
+	ctrl.SetLogger(klog.NewKlogr())
+	ctrlmetrics.Registry.MustRegister(version.Collector("ferry-gateway"))
 }
 
 func main() {
@@ -71,8 +84,7 @@ func runGateway(args []string, klogFlags *flag.FlagSet) error {
 	fs.DurationVar(&g.KeyRotation, "key-rotation", 0, "replace the WireGuard key this often (0: only when the key Secret is annotated ferry.io/rotate-key)")
 	fs.DurationVar(&g.RotationGrace, "key-rotation-grace", gateway.DefaultRotationGrace, "notice given to peers between publishing a new key and switching to it")
 	fs.AddGoFlagSet(klogFlags)
-	_ = fs.Parse(args)
-	ctrl.SetLogger(klog.NewKlogr())
+	c.parse(fs, args)
 
 	host, port, err := net.SplitHostPort(endpoint)
 	if err != nil {
@@ -111,8 +123,7 @@ func routeAgent(args []string, klogFlags *flag.FlagSet) error {
 	fs := pflag.NewFlagSet("ferry-gateway route-agent", pflag.ExitOnError)
 	c.register(fs)
 	fs.AddGoFlagSet(klogFlags)
-	_ = fs.Parse(args)
-	ctrl.SetLogger(klog.NewKlogr())
+	c.parse(fs, args)
 	ns, err := netns.Open(c.netnsPath)
 	if err != nil {
 		return fmt.Errorf("--netns: %w", err)

@@ -5,15 +5,27 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"slices"
 
 	"k8s.io/component-base/cli"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/ferry-io/ferry/plugins/registry"
+	"github.com/ferry-io/ferry/version"
 )
 
 func main() {
+	// kube-scheduler's own --version names the Kubernetes version the
+	// scheduler was built from; ferry's comes first.
+	if slices.Contains(os.Args[1:], "--version") || slices.Contains(os.Args[1:], "--version=true") {
+		fmt.Println("ferry-scheduler", version.Get())
+		fmt.Println("kube-scheduler", version.Dependency("k8s.io/kubernetes"))
+		return
+	}
+	legacyregistry.RawMustRegister(version.Collector("ferry-scheduler"))
 	var opts []app.Option
 	for name, factory := range registry.Registry() {
 		opts = append(opts, app.WithPlugin(name, factory))

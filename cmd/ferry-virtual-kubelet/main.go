@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/version"
 	"github.com/ferry-io/ferry/virtualkubelet/node"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 	"github.com/ferry-io/ferry/virtualkubelet/reflection"
@@ -63,7 +64,9 @@ func main() {
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
+	showVersion := version.AddFlag(fs)
 	_ = fs.Parse(os.Args[1:])
+	showVersion.ExitIfSet("ferry-virtual-kubelet")
 	opts.RemoteScope = remotescope.Scope(scope)
 	if len(workers) > 0 {
 		opts.Reflection.Workers = map[reflection.Kind]int{}

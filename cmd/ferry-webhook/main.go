@@ -13,8 +13,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/version"
 	"github.com/ferry-io/ferry/webhooks"
 )
 
@@ -44,8 +46,11 @@ func main() {
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
+	showVersion := version.AddFlag(fs)
 	_ = fs.Parse(os.Args[1:])
+	showVersion.ExitIfSet("ferry-webhook")
 	ctrl.SetLogger(klog.NewKlogr())
+	ctrlmetrics.Registry.MustRegister(version.Collector("ferry-webhook"))
 
 	if err := run(kubeconfig, secret, qps, burst, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "ferry-webhook:", err)

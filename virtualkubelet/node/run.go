@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/version"
 	"github.com/ferry-io/ferry/virtualkubelet/kubeletapi"
 	"github.com/ferry-io/ferry/virtualkubelet/network"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
@@ -170,6 +171,7 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 		return err
 	}
 	registry := prometheus.NewRegistry()
+	registry.MustRegister(version.Collector("ferry-virtual-kubelet"))
 	api, err := kubeletapi.New(kubeletapi.Config{
 		NodeName: node.Name, ProviderClusterID: vn.Spec.ClusterID,
 		Local: local, Provider: providerCfg, Listener: listener, Certificate: certs.Current,

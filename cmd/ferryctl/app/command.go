@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ferry-io/ferry/version"
 )
 
 // NewCommand is ferryctl's root command.
@@ -24,8 +26,9 @@ func NewCommand() *cobra.Command {
 		Short:         "Peer Kubernetes clusters with ferry, inspect peerings and offload namespaces",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(),
 	}
-	root.AddCommand(newPeerCommand(), newUnpeerCommand(), newStatusCommand(), newOffloadCommand(), newUnoffloadCommand())
+	root.AddCommand(newPeerCommand(), newUnpeerCommand(), newStatusCommand(), newOffloadCommand(), newUnoffloadCommand(), newVersionCommand())
 	return root
 }
 
