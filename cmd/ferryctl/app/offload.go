@@ -64,7 +64,7 @@ func newOffloadCommand() *cobra.Command {
 		Short: "Extend a namespace to peered providers",
 	}
 	var t target
-	var podStrategy, mappingStrategy, remoteName, selector string
+	var podStrategy, mappingStrategy, remoteName, selector, schedulerName string
 	ns := &cobra.Command{
 		Use:   "namespace NAME",
 		Short: "Offload a namespace: twin namespaces in the selected providers, pods may run there",
@@ -85,6 +85,10 @@ terms, edit spec.clusterSelector. Empty selects every peered provider.`,
 			if err != nil {
 				return err
 			}
+			spec.SchedulerName, err = schedulerNameFlag(schedulerName)
+			if err != nil {
+				return err
+			}
 			if err := validateNamespaceArg(args[0]); err != nil {
 				return err
 			}
@@ -102,6 +106,7 @@ terms, edit spec.clusterSelector. Empty selects every peered provider.`,
 		"name of the twin namespaces: DefaultName (<namespace>-<this cluster ID>), EnforceSameName (the namespace's own) or SelectedName (--remote-namespace-name)")
 	f.StringVar(&remoteName, "remote-namespace-name", "", "the twin namespaces' name with SelectedName (implies it)")
 	f.StringVar(&selector, "cluster-selector", "", "label selector over the providers' virtual nodes, e.g. 'region=eu,tier in (a,b),!gpu' (default: every provider)")
+	f.StringVar(&schedulerName, "scheduler-name", "", "scheduler ferry's pod webhook gives the namespace's pods that may run remotely, e.g. ferry-scheduler (a pod naming its own keeps it; default: the one each pod asks for)")
 	cmd.AddCommand(ns)
 	return cmd
 }
@@ -171,6 +176,18 @@ func offloadingSpec(podStrategy, mappingStrategy, remoteName, selector string, m
 		return spec, err
 	}
 	return ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: pod, NamespaceMappingStrategy: mapping, RemoteNamespaceName: remoteName, ClusterSelector: sel}, nil
+}
+
+// schedulerNameFlag checks --scheduler-name as the API does: a DNS subdomain
+// or empty.
+func schedulerNameFlag(name string) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "", fmt.Errorf("--scheduler-name %q: not a valid scheduler name: %s", name, errs[0])
+	}
+	return name, nil
 }
 
 // oneOf checks that value is one of the accepted values, case-sensitively as

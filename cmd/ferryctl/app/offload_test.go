@@ -103,6 +103,18 @@ func TestOffloadingSpecFromFlags(t *testing.T) {
 	}
 }
 
+func TestSchedulerNameFlag(t *testing.T) {
+	for in, want := range map[string]string{"": "", "ferry-scheduler": "", "Ferry_Scheduler": `--scheduler-name "Ferry_Scheduler": not a valid scheduler name`} {
+		got, err := schedulerNameFlag(in)
+		switch {
+		case want == "" && (err != nil || got != in):
+			t.Errorf("schedulerNameFlag(%q) = %q, %v", in, got, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("schedulerNameFlag(%q) error %v, want one containing %q", in, err, want)
+		}
+	}
+}
+
 // FuzzParseClusterSelector: any input is refused with an error naming the
 // flag, or becomes a clusterSelector that the controller accepts and that
 // selects exactly the virtual nodes the label selector would.
