@@ -106,6 +106,8 @@ terms, edit spec.clusterSelector. Empty selects every peered provider.`,
 		"name of the twin namespaces: DefaultName (<namespace>-<this cluster ID>), EnforceSameName (the namespace's own) or SelectedName (--remote-namespace-name)")
 	f.StringVar(&remoteName, "remote-namespace-name", "", "the twin namespaces' name with SelectedName (implies it)")
 	f.StringVar(&selector, "cluster-selector", "", "label selector over the providers' virtual nodes, e.g. 'region=eu,tier in (a,b),!gpu' (default: every provider)")
+	completeValues(ns, "pod-offloading-strategy", ferryv1alpha1.PodOffloadingLocal, ferryv1alpha1.PodOffloadingRemote, ferryv1alpha1.PodOffloadingLocalAndRemote)
+	completeValues(ns, "namespace-mapping-strategy", ferryv1alpha1.NamespaceMappingDefaultName, ferryv1alpha1.NamespaceMappingEnforceSameName, ferryv1alpha1.NamespaceMappingSelectedName)
 	f.StringVar(&schedulerName, "scheduler-name", "", "scheduler ferry's pod webhook gives the namespace's pods that may run remotely, e.g. ferry-scheduler (a pod naming its own keeps it; default: the one each pod asks for)")
 	cmd.AddCommand(ns)
 	return cmd
@@ -176,6 +178,15 @@ func offloadingSpec(podStrategy, mappingStrategy, remoteName, selector string, m
 		return spec, err
 	}
 	return ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: pod, NamespaceMappingStrategy: mapping, RemoteNamespaceName: remoteName, ClusterSelector: sel}, nil
+}
+
+// completeValues makes shell completion offer values for the flag.
+func completeValues[T ~string](cmd *cobra.Command, flag string, values ...T) {
+	names := make([]string, len(values))
+	for i, v := range values {
+		names[i] = string(v)
+	}
+	_ = cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(names, cobra.ShellCompDirectiveNoFileComp))
 }
 
 // schedulerNameFlag checks --scheduler-name as the API does: a DNS subdomain

@@ -1,9 +1,11 @@
 package app
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -161,4 +163,19 @@ func FuzzParseClusterSelector(f *testing.F) {
 			t.Fatalf("%q on labels %v: clusterSelector matches=%t, label selector matches=%t", input, node, got, want)
 		}
 	})
+}
+
+func TestShellCompletionOffersStrategies(t *testing.T) {
+	cmd := NewCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{cobra.ShellCompRequestCmd, "offload", "namespace", "shop", "--pod-offloading-strategy", ""})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Local\n", "Remote\n", "LocalAndRemote\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("completion of --pod-offloading-strategy offers no %q:\n%s", strings.TrimSpace(want), out.String())
+		}
+	}
 }
