@@ -58,6 +58,10 @@ build: ## Compile every package and the binaries under cmd/ into bin/ (with bin/
 	mkdir -p bin && $(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 	ln -sf ferryctl bin/kubectl-ferry
 
+.PHONY: images
+images: ## OCI images of every component for linux/amd64 and linux/arm64, without a container engine, into the OCI layout bin/images (reproducible: same digests for the same source); pushed as $(IMAGE_REGISTRY)/<component>:$(VERSION) when IMAGE_REGISTRY is set.
+	$(GO) run ./hack/images -version $(VERSION) -commit $(COMMIT) -out bin/images $(if $(IMAGE_REGISTRY),-registry $(IMAGE_REGISTRY))
+
 .PHONY: demo
 demo: testbed build ## Two local clusters, peered, namespace demo offloaded, a sample app running remotely; left running.
 	$(GO) build -o bin/ferry-demo ./test/cmd/demo
