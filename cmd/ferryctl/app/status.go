@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,12 +25,16 @@ import (
 )
 
 func newStatusCommand() *cobra.Command {
-	var kubeconfig, context string
+	var kubeconfig, context, output string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show this cluster's peers (role, API server health, grant, virtual node, age), the network fabric's CIDRs and remaps, and where the data of ferry's claims lives",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			printer, err := objectPrinter(output)
+			if err != nil {
+				return err
+			}
 			cfg, err := loadConfig("--kubeconfig", kubeconfig, context)
 			if err != nil {
 				return err
@@ -40,6 +46,13 @@ func newStatusCommand() *cobra.Command {
 			var fcs ferryv1alpha1.ForeignClusterList
 			if err := c.List(cmd.Context(), &fcs); err != nil {
 				return fmt.Errorf("list ForeignClusters: %w", err)
+			}
+			if printer != nil {
+				objs, err := statusObjects(cmd.Context(), c, fcs.Items)
+				if err != nil {
+					return err
+				}
+				return printObjects(printer, output, objs, cmd.OutOrStdout())
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "PEER\tROLE\tAPI SERVER\tGRANTED\tVIRTUAL NODE\tAGE")
@@ -85,7 +98,36 @@ func newStatusCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVar(&context, "context", "", "context in the kubeconfig (default: the current one)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "json, yaml or name: print the objects behind the tables (ForeignClusters, NetworkConfigs, the ferry class's volumes) as kubectl does")
+	completeValues(cmd, "output", outputJSON, outputYAML, outputName)
 	return cmd
+}
+
+// statusObjects are the objects status shows: the ForeignClusters, the
+// NetworkConfigs and the volumes of ferry's storage class, those this
+// credential may list.
+func statusObjects(ctx context.Context, c client.Client, fcs []ferryv1alpha1.ForeignCluster) ([]runtime.Object, error) {
+	var objs []runtime.Object
+	for i := range fcs {
+		objs = append(objs, &fcs[i])
+	}
+	var ncs ferryv1alpha1.NetworkConfigList
+	if err := c.List(ctx, &ncs); err != nil && !apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("list NetworkConfigs: %w", err)
+	}
+	for i := range ncs.Items {
+		objs = append(objs, &ncs.Items[i])
+	}
+	var pvs corev1.PersistentVolumeList
+	if err := c.List(ctx, &pvs); err != nil && !apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("list PersistentVolumes: %w", err)
+	}
+	for i := range pvs.Items {
+		if pvs.Items[i].Spec.StorageClassName == ferryv1alpha1.StorageClassVirtual {
+			objs = append(objs, &pvs.Items[i])
+		}
+	}
+	return objs, nil
 }
 
 // printNetwork shows the network fabric's view: this cluster's networks,

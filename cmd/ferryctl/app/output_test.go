@@ -1,0 +1,59 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+)
+
+func TestStatusOutputFormats(t *testing.T) {
+	objs := []runtime.Object{
+		&ferryv1alpha1.ForeignCluster{ObjectMeta: metav1.ObjectMeta{Name: "provider"}, Spec: ferryv1alpha1.ForeignClusterSpec{ClusterID: "provider"}},
+		&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}},
+	}
+	render := func(format string) string {
+		t.Helper()
+		p, err := objectPrinter(format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := printObjects(p, format, objs, &out); err != nil {
+			t.Fatalf("-o %s: %v", format, err)
+		}
+		return out.String()
+	}
+
+	var list struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(render(outputJSON)), &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.Kind != "List" || len(list.Items) != 2 || list.Items[0].Kind != "ForeignCluster" || list.Items[0].APIVersion != "ferry.io/v1alpha1" || list.Items[1].Kind != "PersistentVolume" {
+		t.Errorf("-o json: %+v", list)
+	}
+	if got := render(outputYAML); !strings.Contains(got, "kind: List") || !strings.Contains(got, "kind: ForeignCluster") {
+		t.Errorf("-o yaml:\n%s", got)
+	}
+	if got, want := render(outputName), "foreigncluster.ferry.io/provider\npersistentvolume/pv-1\n"; got != want {
+		t.Errorf("-o name: %q, want %q", got, want)
+	}
+	if p, err := objectPrinter(outputTable); p != nil || err != nil {
+		t.Errorf("no -o: printer %v, %v; want the table", p, err)
+	}
+	if _, err := objectPrinter("wide"); err == nil || !strings.HasPrefix(err.Error(), `-o "wide"`) {
+		t.Errorf("-o wide: %v, want an error naming -o", err)
+	}
+}
