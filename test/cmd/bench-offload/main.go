@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
 	"time"
 
 	"github.com/ferry-io/ferry/test/perf/offload"
+	"github.com/ferry-io/ferry/test/perf/profile"
 )
 
 func main() {
@@ -41,9 +41,9 @@ func main() {
 		os.Exit(2)
 	}
 	if *cpuProfile != "" {
-		stopProfile, err := startCPUProfile(*cpuProfile)
+		stopProfile, err := profile.StartCPU(*cpuProfile)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-offload:", err)
+			fmt.Fprintln(os.Stderr, "bench-offload: -cpuprofile:", err)
 			os.Exit(1)
 		}
 		defer stopProfile()
@@ -71,21 +71,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-offload:", err)
 		exit = 1
 	}
-}
-
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("-cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("-cpuprofile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
-	}, nil
 }
 
 // flagSet tells whether the command line set the flag name.

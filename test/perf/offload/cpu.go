@@ -1,15 +1,14 @@
 package offload
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/prometheus/procfs"
 
+	"github.com/ferry-io/ferry/test/perf/stats"
 	"github.com/ferry-io/ferry/test/testbed"
 )
 
@@ -62,19 +61,11 @@ func (s cpuSample) since(before cpuSample) cpuUse {
 }
 
 // total is the CPU seconds of every process.
-func (u cpuUse) total() float64 {
-	var sum float64
-	for _, t := range u {
-		sum += t
-	}
-	return sum
-}
+func (u cpuUse) total() float64 { return stats.Total(u) }
 
 // perPod renders the use per pod in milliseconds, the busiest first.
 func (u cpuUse) perPod(pods int) string {
-	names := slices.SortedFunc(maps.Keys(u), func(a, b string) int {
-		return cmp.Or(cmp.Compare(u[b], u[a]), strings.Compare(a, b))
-	})
+	names := stats.KeysByValue(u)
 	parts := make([]string, 0, len(names))
 	for _, n := range names {
 		parts = append(parts, fmt.Sprintf("%s %.2f", n, u[n]*1000/float64(pods)))

@@ -1,14 +1,12 @@
 package offload
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/ferry-io/ferry/test/perf/stats"
 	"github.com/ferry-io/ferry/test/testbed"
 )
 
@@ -127,19 +125,11 @@ func (after requestCounts) minus(before requestCounts) requestCounts {
 	return out
 }
 
-func (c requestCounts) total() int64 {
-	var sum int64
-	for _, n := range c {
-		sum += n
-	}
-	return sum
-}
+func (c requestCounts) total() int64 { return stats.Total(c) }
 
 // top lists the n most frequent kinds, most frequent first.
 func (c requestCounts) top(n int) string {
-	kinds := slices.SortedFunc(maps.Keys(c), func(a, b string) int {
-		return cmp.Or(cmp.Compare(c[b], c[a]), strings.Compare(a, b))
-	})
+	kinds := stats.KeysByValue(c)
 	if len(kinds) > n {
 		kinds = kinds[:n]
 	}

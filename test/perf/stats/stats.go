@@ -2,8 +2,11 @@
 package stats
 
 import (
+	"cmp"
+	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -18,4 +21,20 @@ func Percentile(values []time.Duration, p float64) time.Duration {
 	slices.Sort(sorted)
 	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
 	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// Total sums the values of m.
+func Total[V int64 | float64](m map[string]V) V {
+	var sum V
+	for _, v := range m {
+		sum += v
+	}
+	return sum
+}
+
+// KeysByValue are the keys of m, the largest value first, ties by key.
+func KeysByValue[V int64 | float64](m map[string]V) []string {
+	return slices.SortedFunc(maps.Keys(m), func(a, b string) int {
+		return cmp.Or(cmp.Compare(m[b], m[a]), strings.Compare(a, b))
+	})
 }

@@ -15,7 +15,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +31,7 @@ import (
 	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/test/localwebhook"
+	"github.com/ferry-io/ferry/test/perf/profile"
 	"github.com/ferry-io/ferry/test/perf/stats"
 	"github.com/ferry-io/ferry/test/testbed"
 	"github.com/ferry-io/ferry/test/testbed/binaries"
@@ -138,7 +138,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		return err
 	}
 	if opts.CPUProfile != "" {
-		stopProfile, err := startCPUProfile(opts.CPUProfile)
+		stopProfile, err := profile.StartCPU(opts.CPUProfile)
 		if err != nil {
 			return err
 		}
@@ -205,22 +205,6 @@ func Run(ctx context.Context, opts Options) (err error) {
 		say("cluster folder kept: %s", c.Dir)
 	}
 	return nil
-}
-
-// startCPUProfile profiles this process into path until stop is called.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("create CPU profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("start CPU profile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
-	}, nil
 }
 
 // harnessProcess names this process in CPU figures: ferry-webhook runs in
