@@ -14,12 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/fabric/netdetect"
 )
-
-// minDetectedBits widens a pod CIDR detected from nodes to at least this
-// size: nodes get slices (/24s) of a cluster CIDR the API does not show, and
-// a /16 is what the usual installers use.
-const minDetectedBits = 16
 
 // discovered is what this cluster learnt of its own network, and how.
 type discovered struct {
@@ -43,7 +39,6 @@ func discover(ctx context.Context, cached, direct client.Reader, s settings) (di
 	if err := cached.List(ctx, &nodes); err != nil {
 		return d, fmt.Errorf("list nodes: %w", err)
 	}
-	var nodeCIDRs []netip.Prefix
 	for _, n := range nodes.Items {
 		if n.Labels[ferryv1alpha1.LabelNodeType] == ferryv1alpha1.NodeTypeVirtual {
 			continue
@@ -56,21 +51,14 @@ func discover(ctx context.Context, cached, direct client.Reader, s settings) (di
 				d.nodeIPs = append(d.nodeIPs, ip.Unmap())
 			}
 		}
-		for _, c := range n.Spec.PodCIDRs {
-			if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
-				nodeCIDRs = append(nodeCIDRs, p.Masked())
-			}
-		}
 	}
+	detected, ranges, found := netdetect.PodCIDR(nodes.Items)
 	switch {
 	case s.podCIDR.IsValid():
 		d.podCIDR, d.podSource = s.podCIDR, "from --pod-cidr"
-	case len(nodeCIDRs) > 0:
-		d.podCIDR = covering(nodeCIDRs)
-		if d.podCIDR.Bits() > minDetectedBits {
-			d.podCIDR = netip.PrefixFrom(d.podCIDR.Addr(), minDetectedBits).Masked()
-		}
-		d.podSource = fmt.Sprintf("detected from the spec.podCIDRs of %d nodes (their covering range, at least a /%d); set --pod-cidr to be exact", len(nodeCIDRs), minDetectedBits)
+	case found:
+		d.podCIDR = detected
+		d.podSource = fmt.Sprintf("detected from the spec.podCIDRs of %d nodes (their covering range, at least a /%d); set --pod-cidr to be exact", ranges, netdetect.MinDetectedBits)
 	default:
 		return d, fmt.Errorf("%w: --pod-cidr is not set and no node of this cluster has spec.podCIDRs to detect it from", errPodCIDRUnknown)
 	}
@@ -80,14 +68,11 @@ func discover(ctx context.Context, cached, direct client.Reader, s settings) (di
 		d.serviceCIDR, d.serviceSource = s.serviceCIDR, "from --service-cidr"
 	default:
 		var sc networkingv1.ServiceCIDR
-		err := direct.Get(ctx, types.NamespacedName{Name: "kubernetes"}, &sc)
+		err := direct.Get(ctx, types.NamespacedName{Name: netdetect.ServiceCIDRName}, &sc)
 		switch {
 		case err == nil:
-			for _, c := range sc.Spec.CIDRs {
-				if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() == d.podCIDR.Addr().Is4() {
-					d.serviceCIDR, d.serviceSource = p.Masked(), "read from the API server's ServiceCIDR kubernetes"
-					break
-				}
+			if p, ok := netdetect.ServiceCIDR(&sc, d.podCIDR.Addr().Is4()); ok {
+				d.serviceCIDR, d.serviceSource = p, "read from the API server's ServiceCIDR kubernetes"
 			}
 		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err) || apierrors.IsForbidden(err):
 		default:
@@ -113,15 +98,4 @@ func discover(ctx context.Context, cached, direct client.Reader, s settings) (di
 		return d, fmt.Errorf("read Service default/kubernetes: %w", err)
 	}
 	return d, nil
-}
-
-// covering is the smallest prefix containing all of ps (one family).
-func covering(ps []netip.Prefix) netip.Prefix {
-	out := ps[0]
-	for _, p := range ps[1:] {
-		for !(out.Contains(p.Addr()) && out.Bits() <= p.Bits()) {
-			out = netip.PrefixFrom(out.Addr(), out.Bits()-1).Masked()
-		}
-	}
-	return out
 }

@@ -155,13 +155,6 @@ func TestOptionsNameTheFlag(t *testing.T) {
 	}
 }
 
-func TestCovering(t *testing.T) {
-	got := covering([]netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("10.244.7.0/24"), netip.MustParsePrefix("10.244.2.0/24")})
-	if got.String() != "10.244.0.0/21" {
-		t.Errorf("covering = %s", got)
-	}
-}
-
 // FuzzPlan maps random peers against random local networks and checks the
 // IPAM's promises: no two holders overlap, none overlaps a local range,
 // every peer is mapped to a range of its own size, a restart (the stored

@@ -1,0 +1,298 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const (
+	// FieldManager owns the fields ferryctl install applies.
+	FieldManager = "ferryctl"
+	// LabelManagedBy and ManagedBy mark every object an install applied.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "ferryctl"
+)
+
+// Installer applies and removes ferry's objects in one cluster.
+type Installer struct {
+	// Client reaches the cluster; its RESTMapper must find kinds whose CRDs
+	// the install itself adds (controller-runtime's default one does).
+	Client client.Client
+	// Out gets one progress line per step.
+	Out io.Writer
+	// Namespace holds the inventory (ferry-system).
+	Namespace string
+	// Poll is the interval of the readiness and deletion checks (default 1 s).
+	Poll time.Duration
+}
+
+// Options tune an install.
+type Options struct {
+	// Version is recorded in the inventory.
+	Version string
+	// Wait waits for the CRDs to be established and the workloads ready,
+	// each step for at most Timeout. CRDs are always waited for: the
+	// objects after them may be of their kinds.
+	Wait    bool
+	Timeout time.Duration
+}
+
+// Result counts what an install did.
+type Result struct {
+	Created, Changed, Unchanged, Pruned int
+}
+
+func (i *Installer) poll() time.Duration {
+	if i.Poll > 0 {
+		return i.Poll
+	}
+	return time.Second
+}
+
+func (i *Installer) printf(format string, args ...any) {
+	fmt.Fprintf(i.Out, format, args...)
+}
+
+// Install applies objs by server-side apply, step by step, records them in
+// the inventory, prunes what the previous install created and objs no
+// longer hold, and waits for readiness. Applying the same objects again
+// changes nothing (Result.Unchanged counts them).
+func (i *Installer) Install(ctx context.Context, objs []*unstructured.Unstructured, opts Options) (Result, error) {
+	var res Result
+	if opts.Timeout <= 0 {
+		return res, errors.New("install: the timeout must be positive")
+	}
+	prev, err := readInventory(ctx, i.Client, i.Namespace)
+	if err != nil {
+		return res, err
+	}
+	inv := &Inventory{Namespace: i.Namespace, Version: opts.Version}
+	steps := bySteps(objs)
+	var planned [nSteps][]planned
+	for s := range nSteps {
+		for _, o := range steps[s] {
+			p, err := i.plan(ctx, o, prev)
+			if err != nil {
+				return res, fmt.Errorf("%s: read %s: %w", step(s), entryOf(o, false), err)
+			}
+			planned[s] = append(planned[s], p)
+			inv.Entries = append(inv.Entries, p.entry)
+		}
+	}
+	recorded := false
+	for s := range nSteps {
+		if len(planned[s]) == 0 {
+			continue
+		}
+		if step(s) > stepNamespaces && !recorded {
+			// The inventory goes into the namespace as soon as it
+			// exists and before the objects after it, listing all of
+			// them and the previous install's, so that an install
+			// interrupted halfway can still be removed.
+			if err := writeInventory(ctx, i.Client, union(prev, inv)); err != nil {
+				return res, err
+			}
+			recorded = true
+		}
+		start := time.Now()
+		var created, changed int
+		for _, p := range planned[s] {
+			c, err := i.apply(ctx, p)
+			if err != nil {
+				return res, fmt.Errorf("%s: apply %s: %w", step(s), p.entry, err)
+			}
+			switch c {
+			case applyCreated:
+				created++
+			case applyChanged:
+				changed++
+			default:
+				res.Unchanged++
+			}
+		}
+		res.Created += created
+		res.Changed += changed
+		line := fmt.Sprintf("  ✓ %-26s %3d applied (%d created, %d changed)", step(s), len(planned[s]), created, changed)
+		if waited(step(s)) && (opts.Wait || step(s) == stepCRDs) {
+			if err := i.waitReady(ctx, steps[s], opts.Timeout); err != nil {
+				i.printf("%s\n", line)
+				return res, fmt.Errorf("%s: %w", step(s), err)
+			}
+			line += ", ready"
+		}
+		i.printf("%s in %s\n", line, time.Since(start).Round(100*time.Millisecond))
+	}
+	pruned, err := i.prune(ctx, prev, inv, opts.Timeout)
+	res.Pruned = pruned
+	if err != nil {
+		return res, err
+	}
+	if err := writeInventory(ctx, i.Client, inv); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+type applyChange int
+
+const (
+	applyUnchanged applyChange = iota
+	applyChanged
+	applyCreated
+)
+
+// planned is an object to apply with what the cluster holds of it now.
+type planned struct {
+	obj             *unstructured.Unstructured
+	entry           Entry
+	exists          bool
+	resourceVersion string
+}
+
+// plan reads the object's current state. An object is the install's when
+// it is made now or the previous install had made it; one that was there
+// before stays its owner's, and uninstall leaves it.
+func (i *Installer) plan(ctx context.Context, o *unstructured.Unstructured, prev *Inventory) (planned, error) {
+	o = o.DeepCopy()
+	labels := o.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelManagedBy] = ManagedBy
+	o.SetLabels(labels)
+	cur := o.DeepCopy()
+	err := i.Client.Get(ctx, client.ObjectKeyFromObject(o), cur)
+	if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+		return planned{}, err
+	}
+	p := planned{obj: o, exists: err == nil, entry: entryOf(o, err != nil)}
+	if p.exists {
+		p.resourceVersion = cur.GetResourceVersion()
+	}
+	if e, ok := prev.find(p.entry); ok && e.Created {
+		p.entry.Created = true
+	}
+	return p, nil
+}
+
+// apply server-side applies one planned object and says whether it made,
+// changed or left it.
+func (i *Installer) apply(ctx context.Context, p planned) (applyChange, error) {
+	o := p.obj.DeepCopy()
+	if err := i.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return 0, err
+	}
+	switch {
+	case !p.exists:
+		return applyCreated, nil
+	case o.GetResourceVersion() != p.resourceVersion:
+		return applyChanged, nil
+	}
+	return applyUnchanged, nil
+}
+
+// waitReady polls objs until kstatus says each is Current.
+func (i *Installer) waitReady(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error {
+	pending := map[string]string{}
+	err := wait.PollUntilContextTimeout(ctx, i.poll(), timeout, true, func(ctx context.Context) (bool, error) {
+		clear(pending)
+		for _, o := range objs {
+			cur := o.DeepCopy()
+			if err := i.Client.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
+				pending[entryOf(o, false).String()] = err.Error()
+				continue
+			}
+			r, err := status.Compute(cur)
+			if err != nil {
+				return false, fmt.Errorf("status of %s: %w", entryOf(o, false), err)
+			}
+			if r.Status != status.CurrentStatus {
+				pending[entryOf(o, false).String()] = fmt.Sprintf("%s: %s", r.Status, r.Message)
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err != nil && len(pending) > 0 {
+		var msg string
+		for k, v := range pending {
+			msg += fmt.Sprintf("; %s %s", k, v)
+		}
+		return fmt.Errorf("not ready after %s%s", timeout, msg)
+	}
+	return err
+}
+
+// prune deletes what the previous install created and this one does not
+// apply any more, and waits for it to be gone.
+func (i *Installer) prune(ctx context.Context, prev, cur *Inventory, timeout time.Duration) (int, error) {
+	if prev == nil {
+		return 0, nil
+	}
+	var gone []Entry
+	for _, e := range prev.Entries {
+		if _, ok := cur.find(e); !ok && e.Created {
+			gone = append(gone, e)
+		}
+	}
+	if len(gone) == 0 {
+		return 0, nil
+	}
+	start := time.Now()
+	if err := i.deleteAll(ctx, deletionOrder(gone), timeout); err != nil {
+		return 0, fmt.Errorf("prune: %w", err)
+	}
+	i.printf("  ✓ %-26s %3d deleted (no longer part of the install) in %s\n", "pruned", len(gone), time.Since(start).Round(100*time.Millisecond))
+	return len(gone), nil
+}
+
+// union is cur plus what prev lists and cur does not.
+func union(prev, cur *Inventory) *Inventory {
+	out := &Inventory{Namespace: cur.Namespace, Version: cur.Version, Entries: append([]Entry(nil), cur.Entries...)}
+	if prev != nil {
+		for _, e := range prev.Entries {
+			if _, ok := cur.find(e); !ok {
+				out.Entries = append(out.Entries, e)
+			}
+		}
+	}
+	return out
+}
+
+// deleteAll deletes entries in order and waits until every one is gone.
+func (i *Installer) deleteAll(ctx context.Context, entries []Entry, timeout time.Duration) error {
+	for _, e := range entries {
+		err := i.Client.Delete(ctx, e.object(), client.PropagationPolicy("Background"))
+		if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+			return fmt.Errorf("delete %s: %w", e, err)
+		}
+	}
+	var left []Entry
+	err := wait.PollUntilContextTimeout(ctx, i.poll(), timeout, true, func(ctx context.Context) (bool, error) {
+		left = left[:0]
+		for _, e := range entries {
+			err := i.Client.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: e.Name}, e.object())
+			switch {
+			case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			case err != nil && ctx.Err() == nil:
+				return false, fmt.Errorf("read %s: %w", e, err)
+			default:
+				left = append(left, e)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil && len(left) > 0 {
+		return fmt.Errorf("still there after %s: %v", timeout, left)
+	}
+	return err
+}
