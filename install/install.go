@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -106,6 +107,7 @@ func (i *Installer) Install(ctx context.Context, objs []*unstructured.Unstructur
 		}
 		start := time.Now()
 		var created, changed int
+		var changes []string
 		for _, p := range planned[s] {
 			c, err := i.apply(ctx, p)
 			if err != nil {
@@ -116,6 +118,7 @@ func (i *Installer) Install(ctx context.Context, objs []*unstructured.Unstructur
 				created++
 			case applyChanged:
 				changed++
+				changes = append(changes, p.entry.String())
 			default:
 				res.Unchanged++
 			}
@@ -131,6 +134,9 @@ func (i *Installer) Install(ctx context.Context, objs []*unstructured.Unstructur
 			line += ", ready"
 		}
 		i.printf("%s in %s\n", line, time.Since(start).Round(100*time.Millisecond))
+		for _, c := range changes {
+			i.printf("      changed: %s\n", c)
+		}
 	}
 	pruned, err := i.prune(ctx, prev, inv, opts.Timeout)
 	res.Pruned = pruned
@@ -153,10 +159,11 @@ const (
 
 // planned is an object to apply with what the cluster holds of it now.
 type planned struct {
-	obj             *unstructured.Unstructured
-	entry           Entry
-	exists          bool
-	resourceVersion string
+	obj    *unstructured.Unstructured
+	entry  Entry
+	exists bool
+	// content is the object's content before the apply (see content).
+	content string
 }
 
 // plan reads the object's current state. An object is the install's when
@@ -177,7 +184,7 @@ func (i *Installer) plan(ctx context.Context, o *unstructured.Unstructured, prev
 	}
 	p := planned{obj: o, exists: err == nil, entry: entryOf(o, err != nil)}
 	if p.exists {
-		p.resourceVersion = cur.GetResourceVersion()
+		p.content = content(cur)
 	}
 	if e, ok := prev.find(p.entry); ok && e.Created {
 		p.entry.Created = true
@@ -195,10 +202,30 @@ func (i *Installer) apply(ctx context.Context, p planned) (applyChange, error) {
 	switch {
 	case !p.exists:
 		return applyCreated, nil
-	case o.GetResourceVersion() != p.resourceVersion:
+	case content(o) != p.content:
 		return applyChanged, nil
 	}
 	return applyUnchanged, nil
+}
+
+// content is what an apply can change in o: its labels, annotations and
+// everything but metadata and status, as JSON (keys sorted). The
+// resourceVersion would not do: controllers write status (a Deployment's, a
+// policy's type checking) and the server rewrites managed fields on its own.
+func content(o *unstructured.Unstructured) string {
+	c := map[string]any{}
+	for k, v := range o.Object {
+		if k != "metadata" && k != "status" {
+			c[k] = v
+		}
+	}
+	c["labels"] = o.GetLabels()
+	c["annotations"] = o.GetAnnotations()
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return err.Error()
+	}
+	return string(raw)
 }
 
 // waitReady polls objs until kstatus says each is Current.
