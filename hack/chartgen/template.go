@@ -84,8 +84,15 @@ func (t *templater) escapeActions(v any) any {
 			v[i] = t.escapeActions(e)
 		}
 	case string:
-		if strings.Contains(v, "{{") {
+		switch {
+		case !strings.Contains(v, "{{"):
+		case strings.Contains(v, "\n"):
+			// A block scalar: its lines are text whatever they start with.
 			return strings.ReplaceAll(v, "{{", t.Value(`"{{"`))
+		default:
+			// The whole string, quoted by the template: a token in its place
+			// would let YAML print it plain, and "{{x}}" plain is a map.
+			return t.Value(strconv.Quote(v) + " | quote")
 		}
 	}
 	return v
