@@ -9,10 +9,16 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferry-io/ferry/charts"
@@ -36,10 +42,13 @@ var chartValueSets = map[string]map[string]any{
 }
 
 var _ = Describe("The Helm chart", Label("chart"), Ordered, func() {
-	var c *testbed.Cluster
+	// c gets the rendered objects applied; helm gets the chart installed
+	// by Helm's own install action.
+	var c, helm *testbed.Cluster
 
 	BeforeAll(func(ctx context.Context) {
-		c = framework.StartClusters(ctx, testbed.Options{Name: "chart"})[0]
+		clusters := framework.StartClusters(ctx, testbed.Options{Name: "chart"}, testbed.Options{Name: "helm"})
+		c, helm = clusters[0], clusters[1]
 	})
 
 	It("applies to a real API server with server-side apply, twice without a change", func(ctx context.Context) {
@@ -73,6 +82,52 @@ var _ = Describe("The Helm chart", Label("chart"), Ordered, func() {
 			Expect(live.GetResourceVersion()).To(Equal(versions[obj.GetKind()+"/"+obj.GetNamespace()+"/"+obj.GetName()]),
 				"re-applying rewrote %s %s", obj.GetKind(), obj.GetName())
 		}
+	})
+
+	It("installs, upgrades and uninstalls with Helm, keeping the CRDs", func(ctx context.Context) {
+		cfg := action.NewConfiguration()
+		kubeconfig, namespace := helm.KubeconfigPath, charts.Namespace
+		Expect(cfg.Init(&genericclioptions.ConfigFlags{KubeConfig: &kubeconfig, Namespace: &namespace}, namespace, "secret")).To(Succeed())
+		ch, err := charts.Chart()
+		Expect(err).NotTo(HaveOccurred())
+
+		By("helm install --create-namespace --set clusterID=helm-e2e")
+		install := action.NewInstall(cfg)
+		install.ReleaseName, install.Namespace, install.CreateNamespace = charts.ReleaseName, namespace, true
+		install.WaitStrategy, install.Timeout = kube.HookOnlyStrategy, time.Minute
+		_, err = install.RunWithContext(ctx, ch, map[string]any{"clusterID": "helm-e2e"})
+		Expect(err).NotTo(HaveOccurred())
+		var manager appsv1.Deployment
+		Expect(helm.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "ferry-controller-manager"}, &manager)).To(Succeed())
+		Expect(manager.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--cluster-id=helm-e2e"))
+		Expect(helm.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "ferry-scheduler"}, &appsv1.Deployment{})).To(Succeed())
+
+		By("helm upgrade --reuse-values --set scheduler.enabled=false,images.tag=v0.2.0")
+		upgrade := action.NewUpgrade(cfg)
+		upgrade.Namespace, upgrade.ReuseValues = namespace, true
+		upgrade.WaitStrategy, upgrade.Timeout = kube.HookOnlyStrategy, time.Minute
+		_, err = upgrade.RunWithContext(ctx, charts.ReleaseName, ch, map[string]any{
+			"scheduler": map[string]any{"enabled": false}, "images": map[string]any{"tag": "v0.2.0"}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(apierrors.IsNotFound(helm.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "ferry-scheduler"}, &appsv1.Deployment{}))).To(BeTrue(),
+			"scheduler.enabled=false left the scheduler Deployment")
+		Expect(helm.Client.Get(ctx, client.ObjectKeyFromObject(&manager), &manager)).To(Succeed())
+		Expect(manager.Spec.Template.Spec.Containers[0].Image).To(Equal("ghcr.io/ferry-io/ferry-controller-manager:v0.2.0"))
+		Expect(manager.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--cluster-id=helm-e2e",
+			"--virtual-kubelet-image=ghcr.io/ferry-io/ferry-virtual-kubelet:v0.2.0"))
+
+		By("helm uninstall")
+		uninstall := action.NewUninstall(cfg)
+		uninstall.WaitStrategy, uninstall.Timeout = kube.HookOnlyStrategy, time.Minute
+		_, err = uninstall.Run(charts.ReleaseName)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(apierrors.IsNotFound(helm.Client.Get(ctx, client.ObjectKeyFromObject(&manager), &appsv1.Deployment{}))).To(BeTrue())
+		for _, role := range []string{"ferry-controller-manager", "ferry-namespace-admin"} {
+			Expect(apierrors.IsNotFound(helm.Client.Get(ctx, client.ObjectKey{Name: role}, &rbacv1.ClusterRole{}))).To(BeTrue(), "ClusterRole %s left", role)
+		}
+		var crds apiextensionsv1.CustomResourceDefinitionList
+		Expect(helm.Client.List(ctx, &crds, client.MatchingLabels{"app.kubernetes.io/part-of": "ferry"})).To(Succeed())
+		Expect(crds.Items).To(HaveLen(8), "helm uninstall must keep ferry's CRDs")
 	})
 
 	It("gives every Deployment and DaemonSet flags its binary accepts", func(ctx context.Context) {
