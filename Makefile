@@ -76,7 +76,7 @@ testbed: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 	$(GO) run ./test/cmd/testbed
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, CRD manifests (api/) and RBAC roles (controllers' markers).
+generate: ## Regenerate deepcopy code, CRD manifests (api/), RBAC roles (controllers' markers) and the Helm chart's templates (from manifests/).
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=manifests/crds
 	hack/crd-kustomization.sh manifests/crds
@@ -84,6 +84,7 @@ generate: ## Regenerate deepcopy code, CRD manifests (api/) and RBAC roles (cont
 	$(GO) tool controller-gen rbac:roleName=ferry-virtual-kubelet paths=./virtualkubelet/... output:rbac:artifacts:config=manifests/rbac/virtual-kubelet
 	$(GO) tool controller-gen rbac:roleName=ferry-webhook paths=./webhooks/... output:rbac:artifacts:config=manifests/rbac/webhook
 	$(GO) tool controller-gen rbac:roleName=ferry-gateway paths=./fabric/gateway/... output:rbac:artifacts:config=manifests/rbac/gateway
+	$(GO) run ./hack/chartgen -manifests manifests -templates charts/ferry/templates
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files differ from what `make generate` writes.

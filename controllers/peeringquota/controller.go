@@ -58,6 +58,9 @@ const unseenAfter = 2 * time.Second
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var q ferryv1alpha1.PeeringQuota
 	if err := r.Get(ctx, req.NamespacedName, &q); err != nil {
+		if apierrors.IsNotFound(err) {
+			recordUsage(req.Namespace, req.Name, nil)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	shadowPods, err := ConsumerShadowPods(ctx, r.Client, q.Spec.ConsumerClusterID)
@@ -71,6 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	updated := q.DeepCopy()
 	updated.Status = status
 	setExceeded(updated)
+	recordUsage(req.Namespace, req.Name, updated)
 	var result ctrl.Result
 	if !nextExpiry.IsZero() {
 		result.RequeueAfter = nextExpiry.Sub(now) + time.Second
