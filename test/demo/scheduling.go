@@ -116,14 +116,20 @@ func schedulerDecisions(ctx context.Context, c *clients, namespace string) ([]de
 	if err := c.ctrl.List(ctx, &events, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("list events of %s: %w", namespace, err)
 	}
-	latest := map[string]corev1.Event{}
+	// The latest event of each reason per pod. A pod's reason is looked up
+	// by its state: a bound pod's decision is its Scheduled event, even
+	// when later FailedScheduling events came back from the provider (the
+	// provider's scheduler's, reflected on the pod while it is pending
+	// there); a pending pod's is its latest FailedScheduling.
+	type key struct{ uid, reason string }
+	latest := map[key]corev1.Event{}
 	for _, e := range events.Items {
 		if (e.Reason != reasonScheduled && e.Reason != reasonFailedScheduling) || e.InvolvedObject.Kind != "Pod" {
 			continue
 		}
-		uid := string(e.InvolvedObject.UID)
-		if prev, ok := latest[uid]; !ok || eventTime(e).After(eventTime(prev)) {
-			latest[uid] = e
+		k := key{uid: string(e.InvolvedObject.UID), reason: e.Reason}
+		if prev, ok := latest[k]; !ok || eventTime(e).After(eventTime(prev)) {
+			latest[k] = e
 		}
 	}
 	var out []decision
@@ -131,13 +137,13 @@ func schedulerDecisions(ctx context.Context, c *clients, namespace string) ([]de
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		e, ok := latest[string(p.UID)]
-		// A bound pod's decision is its Scheduled event; a pending one's
-		// the scheduler's latest FailedScheduling.
-		if !ok || (p.Spec.NodeName != "") != (e.Reason == reasonScheduled) {
-			continue
+		reason := reasonFailedScheduling
+		if p.Spec.NodeName != "" {
+			reason = reasonScheduled
 		}
-		out = append(out, decision{pod: p, event: e})
+		if e, ok := latest[key{uid: string(p.UID), reason: reason}]; ok {
+			out = append(out, decision{pod: p, event: e})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].pod.Name < out[j].pod.Name })
 	return out, nil

@@ -32,18 +32,24 @@ func TestSchedulerDecisionsPairEachPodWithItsSchedulersLatestWord(t *testing.T) 
 		// has no decision to show.
 		pod("bound-no-event-yet", "ferry-provider"),
 		pod("never-tried", ""),
+		// Bound, then pending in the provider: the provider scheduler's
+		// FailedScheduling, reflected later, does not hide its Scheduled.
+		pod("pending-remotely", "ferry-provider"),
 		event("e1", "bound", reasonScheduled, SchedulerName, time.Second),
 		event("e2", "pending", reasonFailedScheduling, SchedulerName, time.Second),
 		event("e3", "pending", reasonFailedScheduling, SchedulerName+"-later", 3*time.Second),
 		event("e4", "pending", "Preempted", "someone", 5*time.Second),
 		event("e5", "bound-no-event-yet", reasonFailedScheduling, SchedulerName, time.Second),
+		event("e6", "pending-remotely", reasonScheduled, SchedulerName, time.Second),
+		event("e7", "pending-remotely", reasonFailedScheduling, "default-scheduler", 2*time.Second),
 	).Build()
 
 	got, err := schedulerDecisions(context.Background(), &clients{ctrl: c}, SchedulerNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"bound": "Scheduled by ferry-scheduler", "pending": "FailedScheduling by ferry-scheduler-later"}
+	want := map[string]string{"bound": "Scheduled by ferry-scheduler", "pending": "FailedScheduling by ferry-scheduler-later",
+		"pending-remotely": "Scheduled by ferry-scheduler"}
 	if len(got) != len(want) {
 		var names []string
 		for _, d := range got {
