@@ -1,0 +1,188 @@
+// Package discoverytest runs what discovery's tests browse: a DNS server
+// answering from a zone on 127.0.0.1, and a link to a network namespace
+// for multicast DNS responders. Both belong inside the network namespace
+// of the test (netlab.Main), so that no packet leaves it.
+package discoverytest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/vishvananda/netlink"
+
+	"github.com/ferry-io/ferry/fabric/netns"
+	"github.com/ferry-io/ferry/test/netlab"
+)
+
+// ServeZone answers DNS queries from rrs on 127.0.0.1 (UDP) until the test
+// ends, and returns its address. A question gets the records of its name
+// and type; with extras, a PTR question also gets the records of the names
+// it points to in the additional section (RFC 6763 section 12.1). A name
+// without records is NXDOMAIN.
+func ServeZone(tb testing.TB, rrs []dns.RR, extras bool) string {
+	tb.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("DNS server: %v", err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		resp := new(dns.Msg)
+		resp.SetReply(q)
+		resp.Authoritative = true
+		known := false
+		for _, question := range q.Question {
+			for _, rr := range rrs {
+				h := rr.Header()
+				if !strings.EqualFold(h.Name, question.Name) {
+					continue
+				}
+				known = true
+				if h.Rrtype != question.Qtype {
+					continue
+				}
+				resp.Answer = append(resp.Answer, rr)
+				if ptr, ok := rr.(*dns.PTR); ok && extras {
+					for _, x := range rrs {
+						if strings.EqualFold(x.Header().Name, ptr.Ptr) {
+							resp.Extra = append(resp.Extra, x)
+						}
+					}
+				}
+			}
+		}
+		if !known {
+			resp.Rcode = dns.RcodeNameError
+		}
+		_ = w.WriteMsg(resp)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	tb.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+// Link is a veth pair between the test's network namespace and a new one,
+// Remote, for a multicast DNS responder: 192.0.2.1/24 on Local's side,
+// 192.0.2.2/24 on Remote's, IPv6 off on both (so that a tentative address
+// does not fail a query), multicast routed through the link on the local
+// side. Everything is deleted when the test ends. It skips unless the test
+// runs in a network namespace of its own (netlab.Main, as root).
+type Link struct {
+	Local, Remote *net.Interface
+	RemoteNS      *netns.Namespace
+	LocalAddr     netip.Addr
+	RemoteAddr    netip.Addr
+}
+
+// NewLink makes a Link whose link names start with a per-run prefix.
+func NewLink(tb testing.TB) *Link {
+	tb.Helper()
+	netlab.Require(tb)
+	prefix := netlab.Prefix() + "sd"
+	remote := netlab.Namespace(tb, prefix+"r")
+	l := &Link{RemoteNS: remote, LocalAddr: netip.MustParseAddr("192.0.2.1"), RemoteAddr: netip.MustParseAddr("192.0.2.2")}
+	local, err := netns.Open("")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = local.Close() })
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: prefix + "l"}, PeerName: prefix + "r", PeerNamespace: netlink.NsFd(remote.Fd())}
+	if err := netlink.LinkAdd(veth); err != nil {
+		tb.Fatalf("add veth %s: %v", veth.Name, err)
+	}
+	tb.Cleanup(func() {
+		// Deleting one end deletes the pair.
+		if link, err := netlink.LinkByName(veth.Name); err == nil {
+			_ = netlink.LinkDel(link)
+		}
+	})
+	for _, end := range []struct {
+		ns    *netns.Namespace
+		name  string
+		addr  netip.Addr
+		iface **net.Interface
+	}{{local, veth.Name, l.LocalAddr, &l.Local}, {remote, veth.PeerName, l.RemoteAddr, &l.Remote}} {
+		err := inNS(end.ns, func() error {
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+end.name+"/disable_ipv6", []byte("1"), 0); err != nil {
+				return err
+			}
+			link, err := netlink.LinkByName(end.name)
+			if err != nil {
+				return err
+			}
+			addr := &netlink.Addr{IPNet: &net.IPNet{IP: end.addr.AsSlice(), Mask: net.CIDRMask(24, 32)}}
+			if err := netlink.AddrAdd(link, addr); err != nil {
+				return err
+			}
+			if err := netlink.LinkSetUp(link); err != nil {
+				return err
+			}
+			*end.iface, err = net.InterfaceByName(end.name)
+			return err
+		})
+		if err != nil {
+			tb.Fatalf("configure %s in %s: %v", end.name, end.ns, err)
+		}
+	}
+	for _, end := range []struct {
+		ns   *netns.Namespace
+		name string
+	}{{local, veth.Name}, {remote, veth.PeerName}} {
+		if err := netlab.WaitUp(end.ns, end.name); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	// The mDNS library's browser joins the group on the interface the
+	// routes pick.
+	route := &netlink.Route{LinkIndex: l.Local.Index, Dst: &net.IPNet{IP: net.IPv4(224, 0, 0, 0), Mask: net.CIDRMask(4, 32)}}
+	if err := netlink.RouteAdd(route); err != nil {
+		tb.Fatalf("route multicast through %s: %v", l.Local.Name, err)
+	}
+	return l
+}
+
+// InRemote runs f in the remote namespace: sockets it opens stay there.
+func (l *Link) InRemote(f func() error) error { return inNS(l.RemoteNS, f) }
+
+// inNS runs f on a goroutine of its own inside ns, so that the caller's
+// thread never changes namespace.
+func inNS(ns *netns.Namespace, f func() error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- ns.Do(f) }()
+	return <-errc
+}
+
+// CA is a self-signed CA certificate in PEM, as a kubeconfig's
+// certificate-authority-data holds it.
+func CA(tb testing.TB, name string) []byte {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		tb.Fatal(fmt.Errorf("CA %s: %w", name, err))
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
