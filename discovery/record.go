@@ -99,7 +99,8 @@ func (r instanceRecords) cluster(serviceDomain string) (Cluster, error) {
 		return Cluster{}, fmt.Errorf("instance %q: %w", instance, err)
 	}
 	c.Instance = instance
-	c.Endpoint = "https://" + net.JoinHostPort(host, strconv.Itoa(int(r.Port)))
+	// url.URL escapes the zone of a link-local IPv6 address (%25).
+	c.Endpoint = (&url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(int(r.Port)))}).String()
 	return c, nil
 }
 

@@ -2,6 +2,8 @@ package discovery
 
 import (
 	"net/netip"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -64,10 +66,11 @@ func TestInstanceRecordsMakeTheEndpoint(t *testing.T) {
 		r    instanceRecords
 		want string
 	}{
-		"unicast name":          {instanceRecords{Name: "a." + service, Target: "api.a.example.org.", Port: 6443}, "https://api.a.example.org:6443"},
-		"local name, IPv4":      {instanceRecords{Name: "a." + service, Target: "a.local.", Port: 6443, Addrs: []netip.Addr{netip.MustParseAddr("fe80::1"), netip.MustParseAddr("192.0.2.7")}}, "https://192.0.2.7:6443"},
-		"local name, IPv6 only": {instanceRecords{Name: "a." + service, Target: "a.local.", Port: 443, Addrs: []netip.Addr{netip.MustParseAddr("2001:db8::7")}}, "https://[2001:db8::7]:443"},
-		"other name with addrs": {instanceRecords{Name: "a." + service, Target: "api.example.org.", Port: 443, Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.7")}}, "https://api.example.org:443"},
+		"unicast name":           {instanceRecords{Name: "a." + service, Target: "api.a.example.org.", Port: 6443}, "https://api.a.example.org:6443"},
+		"local name, IPv4":       {instanceRecords{Name: "a." + service, Target: "a.local.", Port: 6443, Addrs: []netip.Addr{netip.MustParseAddr("fe80::1"), netip.MustParseAddr("192.0.2.7")}}, "https://192.0.2.7:6443"},
+		"local name, IPv6 only":  {instanceRecords{Name: "a." + service, Target: "a.local.", Port: 443, Addrs: []netip.Addr{netip.MustParseAddr("2001:db8::7")}}, "https://[2001:db8::7]:443"},
+		"local name, zoned IPv6": {instanceRecords{Name: "a." + service, Target: "a.local.", Port: 443, Addrs: []netip.Addr{netip.MustParseAddr("fe80::7%eth0")}}, "https://[fe80::7%25eth0]:443"},
+		"other name with addrs":  {instanceRecords{Name: "a." + service, Target: "api.example.org.", Port: 443, Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.7")}}, "https://api.example.org:443"},
 	} {
 		tc.r.TXT = goodTXT
 		c, err := tc.r.cluster(service)
@@ -223,8 +226,9 @@ func FuzzInstanceRecords(f *testing.F) {
 			}
 			return
 		}
-		if !strings.HasPrefix(c.Endpoint, "https://") || c.Instance == "" {
-			t.Fatalf("accepted %+v", c)
+		u, err := url.Parse(c.Endpoint)
+		if err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Port() != strconv.Itoa(int(port)) || c.Instance == "" {
+			t.Fatalf("accepted %+v: endpoint %v", c, err)
 		}
 	})
 }

@@ -8,20 +8,15 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"fmt"
-	"math/big"
 	"net"
 	"net/netip"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/ferry-io/ferry/fabric/netns"
 	"github.com/ferry-io/ferry/test/netlab"
@@ -175,14 +170,13 @@ func CA(tb testing.TB, name string) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	cert, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: name}, key)
 	if err != nil {
-		tb.Fatal(fmt.Errorf("CA %s: %w", name, err))
+		tb.Fatalf("CA %s: %v", name, err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	data, err := certutil.EncodeCertificates(cert)
+	if err != nil {
+		tb.Fatalf("CA %s: %v", name, err)
+	}
+	return data
 }
