@@ -5,14 +5,19 @@
 package discoverytest
 
 import (
+	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"io"
 	"net"
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
@@ -153,6 +158,68 @@ func NewLink(tb testing.TB) *Link {
 
 // InRemote runs f in the remote namespace: sockets it opens stay there.
 func (l *Link) InRemote(f func() error) error { return inNS(l.RemoteNS, f) }
+
+// Serve runs serve in the remote namespace until the test ends, when its
+// context is cancelled and it must return nil, and waits until its output
+// says ready.
+func (l *Link) Serve(tb testing.TB, ready string, serve func(ctx context.Context, out io.Writer) error) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- l.InRemote(func() error { return serve(ctx, out) }) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("in %s: %v", l.RemoteNS, err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), ready) {
+		select {
+		case err := <-done:
+			done <- err
+			tb.Fatalf("in %s: ended before saying %q: %v; output %q", l.RemoteNS, ready, err, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("in %s: did not say %q within 10s; output %q", l.RemoteNS, ready, out.String())
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer for one writer and one reader.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// ParseZone reads zone-file lines (as ferryctl advertise --domain prints
+// them) into records.
+func ParseZone(tb testing.TB, text string) []dns.RR {
+	tb.Helper()
+	var rrs []dns.RR
+	zp := dns.NewZoneParser(strings.NewReader(text), "", "")
+	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
+		rrs = append(rrs, rr)
+	}
+	if err := zp.Err(); err != nil {
+		tb.Fatalf("zone %q: %v", text, err)
+	}
+	return rrs
+}
 
 // inNS runs f on a goroutine of its own inside ns, so that the caller's
 // thread never changes namespace.

@@ -7,11 +7,8 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/miekg/dns"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
@@ -52,20 +49,6 @@ func run(ctx context.Context, args ...string) (string, string, error) {
 	return out.String(), errOut.String(), err
 }
 
-// zoneOf reads zone-file lines (as advertise prints them) into records.
-func zoneOf(t *testing.T, text string) []dns.RR {
-	t.Helper()
-	var rrs []dns.RR
-	zp := dns.NewZoneParser(strings.NewReader(text), "", "")
-	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
-		rrs = append(rrs, rr)
-	}
-	if err := zp.Err(); err != nil {
-		t.Fatalf("zone %q: %v", text, err)
-	}
-	return rrs
-}
-
 // advertisedDomain serves example.org with what `ferryctl advertise
 // --domain` prints for cluster edge (API server https://localhost:1, which
 // refuses connections) and a record set without a cluster ID, and returns
@@ -84,7 +67,7 @@ func advertisedDomain(t *testing.T) (string, []byte) {
 	zone += "_ferry._tcp.example.org. 60 IN PTR anon._ferry._tcp.example.org.\n" +
 		"anon._ferry._tcp.example.org. 60 IN SRV 0 0 6443 api.anon.example.org.\n" +
 		`anon._ferry._tcp.example.org. 60 IN TXT "txtvers=1" "ca=sha256:` + strings.Repeat("0", 64) + `"` + "\n"
-	return discoverytest.ServeZone(t, zoneOf(t, zone), true), ca
+	return discoverytest.ServeZone(t, discoverytest.ParseZone(t, zone), true), ca
 }
 
 func TestDiscoverListsWhatAdvertisePublishes(t *testing.T) {
@@ -215,31 +198,13 @@ func TestAdvertiseOnTheLinkIsDiscovered(t *testing.T) {
 	link := discoverytest.NewLink(t)
 	ca := discoverytest.CA(t, "edge")
 	kubeconfig := writeKubeconfig(t, "edge", "https://"+link.RemoteAddr.String()+":6443", ca)
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &lockedBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- link.InRemote(func() error {
-			cmd := NewCommand()
-			cmd.SetArgs([]string{"advertise", "--mdns", "--interface", link.Remote.Name, "--kubeconfig", kubeconfig, "--cluster-id", "edge"})
-			cmd.SetOut(out)
-			cmd.SetErr(io.Discard)
-			return cmd.ExecuteContext(ctx)
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("advertise --mdns: %v", err)
-		}
+	link.Serve(t, "Answering for cluster", func(ctx context.Context, out io.Writer) error {
+		cmd := NewCommand()
+		cmd.SetArgs([]string{"advertise", "--mdns", "--interface", link.Remote.Name, "--kubeconfig", kubeconfig, "--cluster-id", "edge"})
+		cmd.SetOut(out)
+		cmd.SetErr(io.Discard)
+		return cmd.ExecuteContext(ctx)
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "Answering for cluster") {
-		if time.Now().After(deadline) {
-			t.Fatalf("advertise --mdns did not start: %q", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	found, _, err := run(context.Background(), "discover", "--mdns", "--interface", link.Local.Name, "--timeout", "1s", "-o", "yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -251,22 +216,4 @@ func TestAdvertiseOnTheLinkIsDiscovered(t *testing.T) {
 	if len(got) != 1 || got[0].ClusterID != "edge" || got[0].Endpoint != "https://192.0.2.2:6443" {
 		t.Errorf("discover --mdns found %+v, want edge at https://192.0.2.2:6443", got)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer for one writer and one reader.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
