@@ -28,7 +28,8 @@ func NewCommand() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version.Get().String(),
 	}
-	root.AddCommand(newPeerCommand(), newUnpeerCommand(), newStatusCommand(), newOffloadCommand(), newUnoffloadCommand(), newVersionCommand(), newDiscoverCommand(), newAdvertiseCommand())
+	root.AddCommand(newPeerCommand(), newUnpeerCommand(), newStatusCommand(), newOffloadCommand(), newUnoffloadCommand(), newVersionCommand())
+	root.AddCommand(newDiscoverCommand(), newAdvertiseCommand())
 	return root
 }
 
