@@ -16,7 +16,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/ferry-io/ferry/controllers/peering"
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
 const (
@@ -168,7 +168,7 @@ func parseTXT(txt []string) (Cluster, error) {
 	var c Cluster
 	if v, ok := kv[keyClusterID]; !ok {
 		errs = append(errs, fmt.Errorf("TXT %s: missing (the cluster ID)", keyClusterID))
-	} else if err := peering.ValidateClusterID("TXT "+keyClusterID, v); err != nil {
+	} else if err := ferryv1alpha1.ValidateClusterID("TXT "+keyClusterID, v); err != nil {
 		errs = append(errs, err)
 	} else {
 		c.ClusterID = v
@@ -264,7 +264,7 @@ func (a Advertisement) Records(domain string, ttl uint32) ([]dns.RR, error) {
 	if _, ok := dns.IsDomainName(domain); !ok || domain == "." {
 		return nil, fmt.Errorf("domain %q: not a domain name", domain)
 	}
-	if err := peering.ValidateClusterID("cluster ID", a.ClusterID); err != nil {
+	if err := ferryv1alpha1.ValidateClusterID("cluster ID", a.ClusterID); err != nil {
 		return nil, err
 	}
 	if err := ValidateFingerprint(a.CAFingerprint); err != nil {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryscheme "github.com/ferry-io/ferry/api/scheme"
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/discovery"
 	"github.com/ferry-io/ferry/version"
@@ -98,7 +99,7 @@ func advertisement(ctx context.Context, cfg *rest.Config, server, clusterID stri
 			return ad, fmt.Errorf("read the cluster ID from %s (or give --cluster-id): %w", cfg.Host, err)
 		}
 		ad.ClusterID = string(id)
-	} else if err := peering.ValidateClusterID("--cluster-id", ad.ClusterID); err != nil {
+	} else if err := ferryv1alpha1.ValidateClusterID("--cluster-id", ad.ClusterID); err != nil {
 		return ad, err
 	}
 	return ad, nil
