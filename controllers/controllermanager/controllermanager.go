@@ -78,7 +78,7 @@ type Options struct {
 
 // Validate reports the first bad option, naming its flag.
 func (o Options) Validate() error {
-	if err := peering.ValidateClusterID("--cluster-id", string(o.ClusterID)); err != nil {
+	if err := ferryv1alpha1.ValidateClusterID("--cluster-id", string(o.ClusterID)); err != nil {
 		return err
 	}
 	if _, err := grant.Share(nil, o.SharingPercentage); err != nil {

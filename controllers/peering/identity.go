@@ -7,19 +7,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
-
-// ValidateClusterID says why id cannot be a ClusterID, naming field.
-func ValidateClusterID(field, id string) error {
-	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
-		return fmt.Errorf("%s %q: %s", field, id, errs[0])
-	}
-	return nil
-}
 
 // +kubebuilder:rbac:groups="",namespace=ferry-system,resources=configmaps,verbs=get;create
 
@@ -27,7 +18,7 @@ func ValidateClusterID(field, id string) error {
 // against the one recorded: a cluster's ID never changes, since peers label
 // everything they exchange with it.
 func EnsureClusterIdentity(ctx context.Context, c client.Client, id ferryv1alpha1.ClusterID) error {
-	if err := ValidateClusterID("--cluster-id", string(id)); err != nil {
+	if err := ferryv1alpha1.ValidateClusterID("--cluster-id", string(id)); err != nil {
 		return err
 	}
 	cm := &corev1.ConfigMap{
@@ -62,7 +53,7 @@ func ReadClusterIdentity(ctx context.Context, c client.Reader) (ferryv1alpha1.Cl
 		return "", fmt.Errorf("read cluster ID from ConfigMap %s: %w", key, err)
 	}
 	id := cm.Data[ferryv1alpha1.ClusterIdentityKey]
-	if err := ValidateClusterID(fmt.Sprintf("ConfigMap %s key %s", key, ferryv1alpha1.ClusterIdentityKey), id); err != nil {
+	if err := ferryv1alpha1.ValidateClusterID(fmt.Sprintf("ConfigMap %s key %s", key, ferryv1alpha1.ClusterIdentityKey), id); err != nil {
 		return "", err
 	}
 	return ferryv1alpha1.ClusterID(id), nil

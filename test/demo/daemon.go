@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/test/localscheduler"
 	"github.com/ferry-io/ferry/test/localwebhook"
 	"github.com/ferry-io/ferry/test/testbed"
 	"github.com/ferry-io/ferry/test/testbed/binaries"
@@ -124,6 +125,13 @@ func RunDaemon(cfg Config) (err error) {
 		}
 	}
 
+	progress("starting ferry-scheduler for the consumer (a second scheduler, profile " + SchedulerName + ", beside kube-scheduler's default-scheduler)")
+	sched, err := startScheduler(cfg, consumer, logs)
+	if err != nil {
+		return err
+	}
+	comps = append(comps, sched)
+
 	progress("building the network fabric's lab (nodes and pods as network namespaces) and starting ferry-gateway and route agents")
 	fabric, ferr := startFabric(cfg, clusters, logs, &comps)
 	defer fabric.close()
@@ -216,6 +224,21 @@ func startWebhook(ctx context.Context, cfg Config, c *testbed.Cluster, logs stri
 		return comp, fmt.Errorf("%s: %w; see %s", comp.name, err, filepath.Join(logs, comp.name+".log"))
 	}
 	return comp, nil
+}
+
+// startScheduler runs ferry-scheduler for c with manifests/scheduler's
+// profile, pointed at c's kubeconfig, without leader election and without
+// serving endpoints (the demo talks to the API server only).
+func startScheduler(cfg Config, c *testbed.Cluster, logs string) (*component, error) {
+	config, err := localscheduler.WriteConfig(filepath.Join(cfg.RepoRoot, "manifests", "scheduler", "config.yaml"), c.KubeconfigPath, logs)
+	if err != nil {
+		return nil, err
+	}
+	return startComponent(c.Name+"-scheduler", logs, filepath.Join(cfg.BinDir, "ferry-scheduler"),
+		"--config="+config,
+		"--secure-port=0",
+		"--bind-address=127.0.0.1",
+	)
 }
 
 // startComponent starts one of ferry's binaries, logging to logs/<name>.log.

@@ -81,14 +81,20 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 
-	for _, o := range []struct{ ns, strategy string }{{Namespace, "Remote"}, {LocalNamespace, "Local"}} {
-		fmt.Fprintf(out, "==> offloading namespace %s with pod offloading strategy %s\n", o.ns, o.strategy)
+	for _, o := range []struct{ ns, strategy, scheduler string }{{Namespace, "Remote", ""}, {LocalNamespace, "Local", ""}, {SchedulerNamespace, "Remote", SchedulerName}} {
+		args := []string{"offload", "namespace", o.ns, "--kubeconfig", ready.ConsumerKubeconfig,
+			"--pod-offloading-strategy", o.strategy, "--wait", "--timeout", "2m"}
+		if o.scheduler != "" {
+			fmt.Fprintf(out, "==> offloading namespace %s with pod offloading strategy %s, its pods scheduled by %s\n", o.ns, o.strategy, o.scheduler)
+			args = append(args, "--scheduler-name", o.scheduler)
+		} else {
+			fmt.Fprintf(out, "==> offloading namespace %s with pod offloading strategy %s\n", o.ns, o.strategy)
+		}
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.ns}}
 		if err := consumer.ctrl.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create namespace %s: %w", o.ns, err)
 		}
-		if err := run(ctx, out, ferryctl, "offload", "namespace", o.ns, "--kubeconfig", ready.ConsumerKubeconfig,
-			"--pod-offloading-strategy", o.strategy, "--wait", "--timeout", "2m"); err != nil {
+		if err := run(ctx, out, ferryctl, args...); err != nil {
 			return err
 		}
 	}
@@ -114,6 +120,10 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
 		if err := printPods(ctx, out, ns, pods[ns], provider); err != nil {
 			return err
 		}
+	}
+
+	if err := showScheduling(ctx, out, consumer); err != nil {
+		return err
 	}
 
 	fmt.Fprintf(out, "\n==> a StatefulSet with a claim per pod in %s: ferry's webhook moves the claims to the ferry storage class,\n"+
@@ -173,12 +183,13 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
     kubectl get pods -n %[4]s -o wide         # api-* run on ferry-provider (web-* in demo-local stay here)
     kubectl get pod -n %[4]s <api pod> -o yaml  # the toleration and node affinity ferry's webhook added
     kubectl get namespaceoffloading -n %[4]s
+    kubectl get events -n %[5]s              # ferry-scheduler's Scheduled and FailedScheduling (RemoteFit) events
     kubectl logs -n %[4]s <api pod> ; kubectl exec -n %[4]s <api pod> -- date
     kubectl --kubeconfig %[3]s get shadowpods,pods -A -l ferry.io/origin-cluster=consumer
     kubectl get pvc -n %[4]s -L ferry.io/cluster-id   # where each claim's data lives
     kubectl --kubeconfig %[3]s get pvc -A -l ferry.io/origin-cluster=consumer
    make demo-down stops everything.
-`, ready.ConsumerKubeconfig, ready.Kubectl, ready.ProviderKubeconfig, Namespace)
+`, ready.ConsumerKubeconfig, ready.Kubectl, ready.ProviderKubeconfig, Namespace, SchedulerNamespace)
 	return nil
 }
 
@@ -314,18 +325,21 @@ func indent(s string) string {
 // sampleApp is two Deployments as users write them: nothing in them says
 // where they run; their namespaces' policies do.
 func sampleApp() []*appsv1.Deployment {
-	deployment := func(namespace, name string, replicas int32) *appsv1.Deployment {
-		labels := map[string]string{"app": name}
-		spec := corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "registry.example/" + name + ":v1",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}}}
-		return &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-			Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}},
-		}
+	return []*appsv1.Deployment{plainDeployment(LocalNamespace, "web", 3, "100m"), plainDeployment(Namespace, "api", 4, "100m")}
+}
+
+// plainDeployment is a Deployment of replicas pods of one container that
+// requests cpu and 128Mi of memory, with no placement of its own.
+func plainDeployment(namespace, name string, replicas int32, cpu string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "registry.example/" + name + ":v1",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("128Mi")}}}}}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}},
 	}
-	return []*appsv1.Deployment{deployment(LocalNamespace, "web", 3), deployment(Namespace, "api", 4)}
 }
 
 // statefulSetReplicas is the demo StatefulSet's size.

@@ -19,7 +19,7 @@ import (
 // building; this runs the same binary the same way, twice (the second run
 // replaces the first), then down, so the playground cannot rot.
 var _ = Describe("The demo", Label("demo"), func() {
-	It("peers two clusters, offloads namespace demo, shows pods on the virtual node and logs; twice in a row, then stops everything", func(ctx context.Context) {
+	It("peers two clusters, offloads namespace demo, shows pods on the virtual node, ferry-scheduler's placements and refusals, and logs; twice in a row, then stops everything", func(ctx context.Context) {
 		bin, err := os.MkdirTemp("", "ferry-demo-bin-")
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(os.RemoveAll, bin)
@@ -53,6 +53,14 @@ var _ = Describe("The demo", Label("demo"), func() {
 		fabric := regexp.MustCompile(`demo-local/web-\S+ \(10\.244\.\d+\.\d+, this cluster\) connected to demo/api-\S+ at 10\.\d+\.\d+\.\d+:8080`)
 		// ferryctl status's claims: the StatefulSet's data in the provider.
 		data := regexp.MustCompile(`(?m)^\s+demo/data-db-\d\s+provider\s+demo-consumer/data-db-\d\s+1Gi\s+Bound`)
+		// ferry-scheduler's placement and messages: the pods of
+		// demo-scheduler carry its name and its events report it, the
+		// Scheduled ones binding batch to the virtual node, the
+		// FailedScheduling one RemoteFit's refusal of the pod no provider
+		// node can hold. kube-scheduler's default-scheduler would have bound
+		// render to the virtual node.
+		byFerry := regexp.MustCompile(`(?m)^\s+batch-\S+\s+Running\s+ferry-scheduler\s+ferry-provider\s+ferry-scheduler\s+Scheduled: Successfully assigned demo-scheduler/batch-\S+ to ferry-provider$`)
+		refused := regexp.MustCompile(`(?m)^\s+render-\S+\s+Pending\s+ferry-scheduler\s+<none>\s+ferry-scheduler\s+FailedScheduling: .*cluster provider: no real node fits the pod: cpu`)
 		for run := 1; run <= 2; run++ {
 			By(fmt.Sprintf("make demo, run %d", run))
 			upCtx, cancel := context.WithTimeout(ctx, 6*time.Minute)
@@ -64,6 +72,8 @@ var _ = Describe("The demo", Label("demo"), func() {
 			Expect(data.FindAll(out, -1)).To(HaveLen(2), "demo up:\n%s", out)
 			Expect(network.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
 			Expect(fabric.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
+			Expect(byFerry.FindAll(out, -1)).To(HaveLen(2), "demo up:\n%s", out)
+			Expect(refused.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
 			Expect(string(out)).To(ContainSubstring("kwok pod started"))
 			Expect(string(out)).To(ContainSubstring(filepath.Join(state, "consumer.kubeconfig")))
 		}

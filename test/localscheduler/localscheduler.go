@@ -30,31 +30,11 @@ type Scheduler struct {
 // Start runs the scheduler the KubeSchedulerConfiguration at configFile
 // describes (e.g. manifests/scheduler/config.yaml) against the cluster of
 // kubeconfig, until Stop or ctx ends. The configuration is copied into dir
-// with its client connection pointed at kubeconfig and leader election
-// off. Start returns once the scheduler's informers have synced.
+// by WriteConfig. Start returns once the scheduler's informers have synced.
 func Start(ctx context.Context, configFile, kubeconfig, dir string) (*Scheduler, error) {
-	raw, err := os.ReadFile(configFile)
-	if err != nil {
-		return nil, fmt.Errorf("read scheduler configuration: %w", err)
-	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(raw, &cfg); err != nil {
-		return nil, fmt.Errorf("parse scheduler configuration %s: %w", configFile, err)
-	}
-	u := unstructured.Unstructured{Object: cfg}
-	if err := unstructured.SetNestedField(u.Object, kubeconfig, "clientConnection", "kubeconfig"); err != nil {
-		return nil, err
-	}
-	if err := unstructured.SetNestedField(u.Object, false, "leaderElection", "leaderElect"); err != nil {
-		return nil, err
-	}
-	out, err := yaml.Marshal(u.Object)
+	path, err := WriteConfig(configFile, kubeconfig, dir)
 	if err != nil {
 		return nil, err
-	}
-	path := filepath.Join(dir, "ferry-scheduler-config.yaml")
-	if err := os.WriteFile(path, out, 0o600); err != nil {
-		return nil, fmt.Errorf("write scheduler configuration: %w", err)
 	}
 
 	opts := options.NewOptions()
@@ -101,4 +81,35 @@ func (s *Scheduler) Stop() {
 		s.cancel()
 		<-s.done
 	})
+}
+
+// WriteConfig copies the KubeSchedulerConfiguration at configFile into dir
+// (as ferry-scheduler-config.yaml) with its client connection pointed at
+// kubeconfig and leader election off, and returns the copy's path: what
+// ferry-scheduler's --config takes to run outside a cluster.
+func WriteConfig(configFile, kubeconfig, dir string) (string, error) {
+	raw, err := os.ReadFile(configFile)
+	if err != nil {
+		return "", fmt.Errorf("read scheduler configuration: %w", err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		return "", fmt.Errorf("parse scheduler configuration %s: %w", configFile, err)
+	}
+	u := unstructured.Unstructured{Object: cfg}
+	if err := unstructured.SetNestedField(u.Object, kubeconfig, "clientConnection", "kubeconfig"); err != nil {
+		return "", fmt.Errorf("scheduler configuration %s: clientConnection.kubeconfig: %w", configFile, err)
+	}
+	if err := unstructured.SetNestedField(u.Object, false, "leaderElection", "leaderElect"); err != nil {
+		return "", fmt.Errorf("scheduler configuration %s: leaderElection.leaderElect: %w", configFile, err)
+	}
+	out, err := yaml.Marshal(u.Object)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "ferry-scheduler-config.yaml")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		return "", fmt.Errorf("write scheduler configuration: %w", err)
+	}
+	return path, nil
 }

@@ -26,6 +26,10 @@ const readyTimeout = 10 * time.Second
 // operationally up, then checks the path with a ping, before it hands the
 // namespace over.
 
+// WaitUp waits until the links called names in ns are operationally up,
+// for tests that bring up links of their own.
+func WaitUp(ns *netns.Namespace, names ...string) error { return waitUp(ns, names...) }
+
 // waitUp waits until the links called names in ns are operationally up.
 func waitUp(ns *netns.Namespace, names ...string) error {
 	return inNS(ns, func() error {

@@ -29,6 +29,7 @@ func NewCommand() *cobra.Command {
 		Version:       version.Get().String(),
 	}
 	root.AddCommand(newPeerCommand(), newUnpeerCommand(), newStatusCommand(), newOffloadCommand(), newUnoffloadCommand(), newVersionCommand())
+	root.AddCommand(newDiscoverCommand(), newAdvertiseCommand())
 	return root
 }
 
@@ -81,6 +82,7 @@ func newPeerCommand() *cobra.Command {
 	var resources string
 	var lifetime time.Duration
 	var reissue bool
+	var discovered discoveredPeer
 	cmd := &cobra.Command{
 		Use:   "peer",
 		Short: "Let the consumer run pods in the provider: a virtual node appears in the consumer",
@@ -92,6 +94,9 @@ until the consumer's virtual node is Ready. A failure removes what was made.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			consumer, provider, err := p.configs()
 			if err != nil {
+				return err
+			}
+			if err := discovered.apply(cmd, p.timeout, provider); err != nil {
 				return err
 			}
 			req, err := ParseResources(resources)
@@ -124,6 +129,7 @@ until the consumer's virtual node is Ready. A failure removes what was made.`,
 	cmd.Flags().StringVar(&resources, "resources", "", "fixed request instead of the provider's default share, e.g. cpu=8,memory=32Gi,nvidia.com/gpu=1")
 	cmd.Flags().DurationVar(&lifetime, "credential-lifetime", 30*24*time.Hour, "lifetime of the token issued to the consumer")
 	cmd.Flags().BoolVar(&reissue, "reissue-credential", false, "give an existing peering a new credential (after a revocation), replacing the consumer's")
+	discovered.bind(cmd)
 	return cmd
 }
 
