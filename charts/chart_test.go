@@ -59,6 +59,10 @@ func TestRenderRequiresTheClusterID(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "clusterID") {
 				t.Fatalf("Render(%v) = %v, want an error naming clusterID", values, err)
 			}
+			if name != "invalid" && !strings.Contains(err.Error(), "clusterID is required") {
+				t.Errorf("Render(%v) = %v, want the chart's own message, clusterID is required", values, err)
+			}
+			t.Log(err)
 		})
 	}
 }
