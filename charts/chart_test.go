@@ -18,7 +18,9 @@ var valueSets = map[string]map[string]any{
 	"defaults":     {"clusterID": "c1"},
 	"cert-manager": {"clusterID": "c1", "webhook": map[string]any{"certificates": "cert-manager"}},
 	"no scheduler": {"clusterID": "c1", "scheduler": map[string]any{"enabled": false}},
-	"no storage":   {"clusterID": "c1", "storage": map[string]any{"enabled": false}},
+	"single replicas": {"clusterID": "c1", "controllerManager": map[string]any{"leaderElection": false},
+		"scheduler": map[string]any{"leaderElection": false, "replicas": 1}, "webhook": map[string]any{"replicas": 1}},
+	"no storage": {"clusterID": "c1", "storage": map[string]any{"enabled": false}},
 	"process launcher": {"clusterID": "c1", "virtualKubelet": map[string]any{
 		"mode": "process", "binary": "/ferry-virtual-kubelet", "extraArgs": []any{"--health-check-period=5s"}}},
 	"metrics": {"clusterID": "c1", "metrics": map[string]any{
@@ -57,18 +59,24 @@ func TestRenderRequiresTheClusterID(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "clusterID") {
 				t.Fatalf("Render(%v) = %v, want an error naming clusterID", values, err)
 			}
+			if name != "invalid" && !strings.Contains(err.Error(), "clusterID is required") {
+				t.Errorf("Render(%v) = %v, want the chart's own message, clusterID is required", values, err)
+			}
+			t.Log(err)
 		})
 	}
 }
 
 func TestRenderRefusesBadValuesNamingThem(t *testing.T) {
 	for field, values := range map[string]map[string]any{
-		"virtualKubelet":           {"clusterID": "c1", "virtualKubelet": map[string]any{"mode": "pods"}},
-		"certificates":             {"clusterID": "c1", "webhook": map[string]any{"certificates": "vault"}},
-		"replicas":                 {"clusterID": "c1", "webhook": map[string]any{"replicas": "two"}},
-		"network.gateway.endpoint": {"clusterID": "c1", "network": map[string]any{"gateway": map[string]any{"enabled": true}}},
-		"podCIDR":                  {"clusterID": "c1", "network": map[string]any{"podCIDR": "10.0.0.0"}},
-		"unknownValue":             {"clusterID": "c1", "unknownValue": true},
+		"virtualKubelet":                   {"clusterID": "c1", "virtualKubelet": map[string]any{"mode": "pods"}},
+		"certificates":                     {"clusterID": "c1", "webhook": map[string]any{"certificates": "vault"}},
+		"replicas":                         {"clusterID": "c1", "webhook": map[string]any{"replicas": "two"}},
+		"network.gateway.endpoint":         {"clusterID": "c1", "network": map[string]any{"gateway": map[string]any{"enabled": true}}},
+		"podCIDR":                          {"clusterID": "c1", "network": map[string]any{"podCIDR": "10.0.0.0"}},
+		"unknownValue":                     {"clusterID": "c1", "unknownValue": true},
+		"scheduler.leaderElection":         {"clusterID": "c1", "scheduler": map[string]any{"leaderElection": false}},
+		"controllerManager.leaderElection": {"clusterID": "c1", "controllerManager": map[string]any{"leaderElection": false, "replicas": 2}},
 	} {
 		t.Run(field, func(t *testing.T) {
 			_, err := Render(values, Namespace)
@@ -206,6 +214,23 @@ func TestOptionalPartsFollowTheirValues(t *testing.T) {
 	}
 	if args := managerArgs(t, render(t, valueSets["no network"])); !slices.Contains(args, "--disable-network") {
 		t.Errorf("network.enabled=false: controller manager args %v lack --disable-network", args)
+	}
+}
+
+func TestLeaderElectionAndReplicas(t *testing.T) {
+	objs := render(t, valueSets["single replicas"])
+	if args := managerArgs(t, objs); !slices.Contains(args, "--leader-elect=false") {
+		t.Errorf("controller manager args %v lack --leader-elect=false", args)
+	}
+	scheduler := deployment(t, objs, "ferry-scheduler")
+	if !slices.Contains(scheduler.Spec.Template.Spec.Containers[0].Args, "--leader-elect=false") || *scheduler.Spec.Replicas != 1 {
+		t.Errorf("scheduler args %v, replicas %d", scheduler.Spec.Template.Spec.Containers[0].Args, *scheduler.Spec.Replicas)
+	}
+	if r := deployment(t, objs, "ferry-webhook").Spec.Replicas; *r != 1 {
+		t.Errorf("webhook replicas %d, want 1", *r)
+	}
+	if args := deployment(t, render(t, valueSets["defaults"]), "ferry-scheduler").Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--leader-elect=true") {
+		t.Errorf("default scheduler args %v lack --leader-elect=true", args)
 	}
 }
 

@@ -98,6 +98,7 @@ var workloads = map[string]workload{
 	"ferry-scheduler": {
 		image: "scheduler", replicas: ".Values.scheduler.replicas", resources: ".Values.scheduler.resources",
 		podSecurity: ".Values.podSecurityContext", security: ".Values.securityContext",
+		args: map[string]string{"--leader-elect": ".Values.scheduler.leaderElection"},
 	},
 	"ferry-gateway": {
 		image: "gateway", resources: ".Values.network.gateway.resources", security: ".Values.network.gateway.securityContext",

@@ -38,7 +38,8 @@ var chartValueSets = map[string]map[string]any{
 	"process launcher": {"clusterID": "chart-e2e", "storage": map[string]any{"enabled": false},
 		"network":           map[string]any{"enabled": false},
 		"virtualKubelet":    map[string]any{"mode": "process", "extraArgs": []any{"--health-check-period=5s"}},
-		"controllerManager": map[string]any{"leaderElection": false, "extraArgs": []any{"--shadow-pod-workers=4"}}},
+		"controllerManager": map[string]any{"leaderElection": false, "extraArgs": []any{"--shadow-pod-workers=4"}},
+		"scheduler":         map[string]any{"leaderElection": false, "replicas": 1}},
 }
 
 var _ = Describe("The Helm chart", Label("chart"), Ordered, func() {
