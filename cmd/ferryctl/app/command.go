@@ -30,6 +30,7 @@ func NewCommand() *cobra.Command {
 	}
 	root.AddCommand(newPeerCommand(), newUnpeerCommand(), newStatusCommand(), newOffloadCommand(), newUnoffloadCommand(), newVersionCommand())
 	root.AddCommand(newDiscoverCommand(), newAdvertiseCommand())
+	root.AddCommand(newInstallCommand(), newUninstallCommand())
 	return root
 }
 
