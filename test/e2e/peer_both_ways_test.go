@@ -95,6 +95,19 @@ var _ = Describe("Peering both ways with ferryctl", Label("peering", "peer-both-
 		expectNodeReady(ctx, east, "west")
 		expectNodeReady(ctx, west, "east")
 
+		By("settling: no controller rewrites the ForeignClusters at rest")
+		versions := func() string {
+			var a, b ferryv1alpha1.ForeignCluster
+			Expect(east.Client.Get(ctx, client.ObjectKey{Name: "west"}, &a)).To(Succeed())
+			Expect(west.Client.Get(ctx, client.ObjectKey{Name: "east"}, &b)).To(Succeed())
+			return a.ResourceVersion + "/" + b.ResourceVersion
+		}
+		Eventually(func() bool {
+			before := versions()
+			time.Sleep(3 * time.Second) // six health-check periods
+			return versions() == before
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(BeTrue(), "the ForeignClusters are rewritten at rest")
+
 		By("refusing a third peering either way")
 		out, err = ferryctl(ctx, append([]string{"peer"}, eastToWest...)...)
 		Expect(err).To(MatchError(ContainSubstring("already peered")), out)
@@ -156,8 +169,11 @@ var _ = Describe("Peering both ways with ferryctl", Label("peering", "peer-both-
 	})
 
 	It("unpeers east to west and keeps west to east working", func(ctx context.Context) {
+		start := time.Now()
 		out, err := ferryctl(ctx, append([]string{"unpeer"}, eastToWest...)...)
 		Expect(err).NotTo(HaveOccurred(), out)
+		AddReportEntry("unpeering one direction of two", time.Since(start).Round(10*time.Millisecond).String())
+		GinkgoWriter.Println(out)
 		Expect(out).To(ContainSubstring("keeps offloading"))
 		expectRole(ctx, east, "west", ferryv1alpha1.RoleConsumer)
 		expectRole(ctx, west, "east", ferryv1alpha1.RoleProvider)
@@ -192,8 +208,10 @@ var _ = Describe("Peering both ways with ferryctl", Label("peering", "peer-both-
 		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
 
 		By("unpeering west to east too, which leaves nothing")
+		start = time.Now()
 		out, err = ferryctl(ctx, append([]string{"unpeer"}, westToEast...)...)
 		Expect(err).NotTo(HaveOccurred(), out)
+		AddReportEntry("unpeering the last direction", time.Since(start).Round(10*time.Millisecond).String())
 		for _, c := range []*testbed.Cluster{east, west} {
 			var fcs ferryv1alpha1.ForeignClusterList
 			Expect(c.Client.List(ctx, &fcs)).To(Succeed())
