@@ -67,3 +67,16 @@ func TestOffloadingClustersPrintAsATable(t *testing.T) {
 		t.Errorf("got\n%q\nwant\n%q", out.String(), want)
 	}
 }
+
+func TestOutputFlagCompletesItsValues(t *testing.T) {
+	var out bytes.Buffer
+	cmd := NewCommand()
+	cmd.SetArgs([]string{"__complete", "status", "-o", ""})
+	cmd.SetOut(&out)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(strings.Fields(out.String())[:5], " "), "table wide json yaml name"; got != want {
+		t.Errorf("completion of -o: %q, want %q first", out.String(), want)
+	}
+}
