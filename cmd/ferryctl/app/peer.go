@@ -120,7 +120,7 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 		// The provider already offloads to the consumer: its ForeignCluster
 		// for the consumer becomes both.
 		fcOnProvider = reverse.onProvider
-		if err := setRole(ctx, provider.c, fcOnProvider, ferryv1alpha1.RoleConsumerAndProvider, nil); err != nil {
+		if err := setRole(ctx, provider.c, fcOnProvider, ferryv1alpha1.RoleProvider, ferryv1alpha1.RoleConsumerAndProvider, nil); err != nil {
 			return fmt.Errorf("declare consumer on provider: %w", err)
 		}
 		undo = append(undo, func(ctx context.Context) error {
@@ -183,7 +183,7 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 		// The provider offloads to the consumer already: the consumer's
 		// ForeignCluster for it becomes both.
 		fcOnConsumer = reverse.onConsumer
-		if err := setRole(ctx, consumer.c, fcOnConsumer, ferryv1alpha1.RoleConsumerAndProvider, asProvider); err != nil {
+		if err := setRole(ctx, consumer.c, fcOnConsumer, ferryv1alpha1.RoleConsumer, ferryv1alpha1.RoleConsumerAndProvider, asProvider); err != nil {
 			return fmt.Errorf("declare provider on consumer: %w", err)
 		}
 		undo = append(undo, func(ctx context.Context) error {
@@ -422,15 +422,26 @@ func foreignCluster(ctx context.Context, c *cluster, peer ferryv1alpha1.ClusterI
 	return &fc, nil
 }
 
-// setRole changes a ForeignCluster's role, and with edit its other fields,
-// in one update that fails if someone else changed it meanwhile.
-func setRole(ctx context.Context, c client.Client, fc *ferryv1alpha1.ForeignCluster, role ferryv1alpha1.PeeringRole, edit func(*ferryv1alpha1.ForeignClusterSpec)) error {
-	fc.Spec.Role = role
-	if edit != nil {
-		edit(&fc.Spec)
-	}
-	if err := c.Update(ctx, fc); err != nil {
-		return fmt.Errorf("make ForeignCluster %s %s: %w", fc.Name, role, err)
+// setRole changes a ForeignCluster's role from one to another, and with
+// edit its other fields. It retries on conflicts (ferry's controllers
+// write the object's status and finalizers meanwhile), and refuses if the
+// role is no longer from.
+func setRole(ctx context.Context, c client.Client, fc *ferryv1alpha1.ForeignCluster, from, to ferryv1alpha1.PeeringRole, edit func(*ferryv1alpha1.ForeignClusterSpec)) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(fc), fc); err != nil {
+			return err
+		}
+		if fc.Spec.Role != from {
+			return fmt.Errorf("its role changed meanwhile: %s, not %s", fc.Spec.Role, from)
+		}
+		fc.Spec.Role = to
+		if edit != nil {
+			edit(&fc.Spec)
+		}
+		return c.Update(ctx, fc)
+	})
+	if err != nil {
+		return fmt.Errorf("make ForeignCluster %s %s: %w", fc.Name, to, err)
 	}
 	return nil
 }
@@ -441,7 +452,7 @@ func setRole(ctx context.Context, c client.Client, fc *ferryv1alpha1.ForeignClus
 // remote request and the credential (its finalizer gone), the fields only a
 // provider uses are cleared.
 func dropProvider(ctx context.Context, consumer *cluster, fc *ferryv1alpha1.ForeignCluster) error {
-	if err := setRole(ctx, consumer.c, fc, ferryv1alpha1.RoleConsumer, nil); err != nil {
+	if err := setRole(ctx, consumer.c, fc, ferryv1alpha1.RoleConsumerAndProvider, ferryv1alpha1.RoleConsumer, nil); err != nil {
 		return err
 	}
 	if err := waitFinalizerGone(ctx, consumer.c, fc, peering.PeerFinalizer, "the virtual node and the credential of "+fc.Name+" to be removed"); err != nil {
@@ -462,7 +473,7 @@ func dropProvider(ctx context.Context, consumer *cluster, fc *ferryv1alpha1.Fore
 // revokes its credential).
 func dropConsumer(ctx context.Context, provider *cluster, fc *ferryv1alpha1.ForeignCluster) error {
 	tenant := peering.TenantNamespaceOf(fc)
-	if err := setRole(ctx, provider.c, fc, ferryv1alpha1.RoleProvider, nil); err != nil {
+	if err := setRole(ctx, provider.c, fc, ferryv1alpha1.RoleConsumerAndProvider, ferryv1alpha1.RoleProvider, nil); err != nil {
 		return err
 	}
 	if err := waitFinalizerGone(ctx, provider.c, fc, peering.TenantFinalizer, "the tenant of "+fc.Name+" to be removed"); err != nil {

@@ -105,3 +105,35 @@ func TestDropOneDirection(t *testing.T) {
 		t.Errorf("provider's ForeignCluster = %+v, want a Provider that keeps its fields", s)
 	}
 }
+
+// setRole works from the current object, whatever the controllers wrote
+// since it was read, and refuses when the role is no longer the expected one.
+func TestSetRoleRereadsAndChecksTheRole(t *testing.T) {
+	ctx := t.Context()
+	c := fakeCluster("consumer", "a", foreign("b", ferryv1alpha1.RoleConsumer)).c
+	var stale, fresh ferryv1alpha1.ForeignCluster
+	if err := c.Get(ctx, client.ObjectKey{Name: "b"}, &stale); err != nil {
+		t.Fatal(err)
+	}
+	fresh = *stale.DeepCopy()
+	fresh.Finalizers = []string{"ferry.io/tenant"} // a controller's write
+	if err := c.Update(ctx, &fresh); err != nil {
+		t.Fatal(err)
+	}
+	if err := setRole(ctx, c, stale.DeepCopy(), ferryv1alpha1.RoleConsumer, ferryv1alpha1.RoleConsumerAndProvider, func(s *ferryv1alpha1.ForeignClusterSpec) {
+		s.APIServerURL, s.CredentialsSecretRef = "https://b.example:6443", &ferryv1alpha1.SecretReference{Namespace: ferryv1alpha1.SystemNamespace, Name: "ferry-peer-b"}
+	}); err != nil {
+		t.Fatalf("from a stale copy: %v", err)
+	}
+	var got ferryv1alpha1.ForeignCluster
+	if err := c.Get(ctx, client.ObjectKey{Name: "b"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Role != ferryv1alpha1.RoleConsumerAndProvider || len(got.Finalizers) != 1 {
+		t.Errorf("got role %s, finalizers %v; want ConsumerAndProvider, the controller's finalizer kept", got.Spec.Role, got.Finalizers)
+	}
+	err := setRole(ctx, c, &got, ferryv1alpha1.RoleProvider, ferryv1alpha1.RoleConsumerAndProvider, nil)
+	if err == nil || !strings.Contains(err.Error(), "role changed meanwhile: ConsumerAndProvider, not Provider") {
+		t.Errorf("from the wrong role: %v", err)
+	}
+}
