@@ -47,7 +47,7 @@ func TestTenantStatusLeavesAPeerThatIsAlsoAProviderToThePeerController(t *testin
 // When a peer peered both ways stops being a provider, the peer controller
 // removes what it reported of it as one, so a Consumer's ForeignCluster does
 // not keep a stale VirtualNodeReady or APIServerReady.
-func TestForgetProviderStatus(t *testing.T) {
+func TestPeerControllerForgetsItsConditionsWhenAPeerStopsBeingAProvider(t *testing.T) {
 	ctx := t.Context()
 	fc := &ferryv1alpha1.ForeignCluster{ObjectMeta: metav1.ObjectMeta{Name: "eu"},
 		Spec: ferryv1alpha1.ForeignClusterSpec{ClusterID: "eu", Role: ferryv1alpha1.RoleConsumer},

@@ -73,7 +73,7 @@ func TestCheckNotPeeredFindsTheReverseDirection(t *testing.T) {
 // Dropping one direction of a peering both ways leaves each ForeignCluster
 // with the other role, and the consumer's without the provider's fields
 // once the controllers are done (here at once: no finalizers).
-func TestDropOneDirection(t *testing.T) {
+func TestDropOneDirectionKeepsTheOther(t *testing.T) {
 	ctx := t.Context()
 	consumer := fakeCluster("consumer", "a", foreign("b", ferryv1alpha1.RoleConsumerAndProvider))
 	provider := fakeCluster("provider", "b", foreign("a", ferryv1alpha1.RoleConsumerAndProvider))

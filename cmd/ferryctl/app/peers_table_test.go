@@ -102,7 +102,7 @@ func statusFixture(now time.Time) *clusterStatus {
 // TestStatusTables renders status as -o table and -o wide and compares
 // with the golden files (go test -run TestStatusTables -update rewrites
 // them).
-func TestStatusTables(t *testing.T) {
+func TestStatusTablesShowEachDirectionInItsOwnColumns(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	for _, format := range []string{outputTable, outputWide} {
 		t.Run(format, func(t *testing.T) {
