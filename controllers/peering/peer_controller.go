@@ -471,9 +471,41 @@ func (r *PeerReconciler) unpeer(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 		}
 	}
 	r.forgetProvider(fc.Name)
+	if fc.DeletionTimestamp.IsZero() {
+		// No longer a provider, the peer stays a consumer (peered both ways,
+		// now one way): what this controller told of it is gone with the
+		// virtual node, and the tenant controller tells the rest.
+		if err := r.forgetProviderStatus(ctx, fc); err != nil {
+			return err
+		}
+	}
 	logger.Info("Unpeered")
 	controllerutil.RemoveFinalizer(fc, PeerFinalizer)
 	return r.Update(ctx, fc)
+}
+
+// forgetProviderStatus removes from the status of a ForeignCluster that is
+// no longer a provider what this controller reported of it as one.
+func (r *PeerReconciler) forgetProviderStatus(ctx context.Context, fc *ferryv1alpha1.ForeignCluster) error {
+	status := fc.Status.DeepCopy()
+	for _, t := range []string{ferryv1alpha1.ForeignClusterAPIServerReady, ferryv1alpha1.ForeignClusterAuthenticated,
+		ferryv1alpha1.ForeignClusterResourcesGranted, ferryv1alpha1.ForeignClusterVirtualNodeReady} {
+		meta.RemoveStatusCondition(&status.Conditions, t)
+	}
+	status.RemoteTenantNamespace, status.APIServerVersion = "", ""
+	return updateStatusIfChanged(ctx, r.Client, fc, status)
+}
+
+// updateStatusIfChanged writes status as fc's, only when it differs.
+func updateStatusIfChanged(ctx context.Context, c client.Client, fc *ferryv1alpha1.ForeignCluster, status *ferryv1alpha1.ForeignClusterStatus) error {
+	if equality.Semantic.DeepEqual(status, &fc.Status) {
+		return nil
+	}
+	fc.Status = *status
+	if err := c.Status().Update(ctx, fc); err != nil {
+		return fmt.Errorf("update status of %s: %w", fc.Name, err)
+	}
+	return nil
 }
 
 func resourceSummary(res corev1.ResourceList) string {

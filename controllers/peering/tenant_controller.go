@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,8 +105,14 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 // updateStatus tells, on the provider's side, the story of one consumer:
 // Authenticated once its tenant and identity exist, ResourcesGranted as its
-// ResourceSlice says. It writes only when something changed.
+// ResourceSlice says. It writes only when something changed. Of a peer that
+// is also a provider (peered both ways) the conditions tell the other
+// direction, which the peer controller follows: the consumer's grant is read
+// from its ResourceSlice instead (ferryctl status does).
 func (r *TenantReconciler) updateStatus(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, tenant string) error {
+	if isProvider(fc) {
+		return nil
+	}
 	status := fc.Status.DeepCopy()
 	status.ObservedGeneration = fc.Generation
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
@@ -129,14 +134,7 @@ func (r *TenantReconciler) updateStatus(ctx context.Context, fc *ferryv1alpha1.F
 		}
 	}
 	meta.SetStatusCondition(&status.Conditions, granted)
-	if equality.Semantic.DeepEqual(status, &fc.Status) {
-		return nil
-	}
-	fc.Status = *status
-	if err := r.Status().Update(ctx, fc); err != nil {
-		return fmt.Errorf("update status of %s: %w", fc.Name, err)
-	}
-	return nil
+	return updateStatusIfChanged(ctx, r.Client, fc, status)
 }
 
 // consumerRules is all a consumer may do in its tenant namespace: ask for

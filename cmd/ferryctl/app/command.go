@@ -90,7 +90,10 @@ func newPeerCommand() *cobra.Command {
 		Long: `peer makes the provider create a tenant for the consumer and issue it a
 credential (a service-account token reaching the tenant only), stores it in the
 consumer, declares each cluster to the other with a ForeignCluster, and waits
-until the consumer's virtual node is Ready. A failure removes what was made.`,
+until the consumer's virtual node is Ready. A failure removes what was made.
+
+When the provider already offloads to the consumer, peer sets up this
+direction too: both ForeignClusters become ConsumerAndProvider.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			consumer, provider, err := p.configs()
@@ -139,7 +142,12 @@ func newUnpeerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "unpeer",
 		Short: "Undo a peering: remove the virtual node, the provider's tenant and the credential",
-		Args:  cobra.NoArgs,
+		Long: `unpeer removes the consumer's use of the provider: the virtual node, the
+request, the credential and the provider's tenant for the consumer. Of a
+peering both ways it removes this direction only: the ForeignClusters become
+Consumer (on the consumer) and Provider (on the provider), and the other
+direction keeps working.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			consumer, provider, err := p.configs()
 			if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -348,11 +347,18 @@ func phasePrinter(out io.Writer) func([]ferryv1alpha1.ClusterOffloadingStatus) {
 	}
 }
 
+// clusterColumns are the columns of an offloading's clusters.
+var clusterColumns = []metav1.TableColumnDefinition{
+	column("Cluster", 0, "the provider"),
+	column("Twin Namespace", 0, "the namespace standing for this one there"),
+	column("Phase", 0, "the twin namespace's phase"),
+}
+
+// printClusters prints an offloading's clusters as a table.
 func printClusters(out io.Writer, cs []ferryv1alpha1.ClusterOffloadingStatus) {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "CLUSTER\tTWIN NAMESPACE\tPHASE")
+	rows := make([][]string, 0, len(cs))
 	for _, c := range cs {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", c.ClusterID, c.TwinNamespace, c.Phase)
+		rows = append(rows, []string{string(c.ClusterID), c.TwinNamespace, string(c.Phase)})
 	}
-	_ = w.Flush()
+	_ = (&output{format: outputTable}).printTable(stringTable(clusterColumns, rows), out)
 }

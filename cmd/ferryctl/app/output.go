@@ -3,7 +3,10 @@ package app
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,22 +15,57 @@ import (
 	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 )
 
-// Output formats of listings besides the default table, printed by
-// k8s.io/cli-runtime's printers as kubectl prints them.
+// Output formats of listings, printed by k8s.io/cli-runtime's printers as
+// kubectl prints them: tables (wide adds their less important columns), or
+// the objects behind them.
 const (
-	outputTable = ""
+	outputTable = "table"
+	outputWide  = "wide"
 	outputJSON  = "json"
 	outputYAML  = "yaml"
 	outputName  = "name"
 )
 
-// objectPrinter is the printer of -o format, which sets each object's kind
-// from ferry's scheme (clients return them without); nil for the table.
-func objectPrinter(format string) (printers.ResourcePrinter, error) {
+var outputFormats = []string{outputTable, outputWide, outputJSON, outputYAML, outputName}
+
+// output is the -o flag every listing of ferryctl takes, and the one way
+// they print: tables through cli-runtime's table printer, objects through
+// its JSON, YAML and name printers.
+type output struct {
+	format string
+}
+
+// bind registers -o on cmd; objects says what json, yaml and name print.
+func (o *output) bind(cmd *cobra.Command, objects string) {
+	cmd.Flags().StringVarP(&o.format, "output", "o", outputTable,
+		"table, wide (more columns), json, yaml or name (print "+objects+" as kubectl does)")
+	completeValues(cmd, "output", outputFormats...)
+}
+
+// validate refuses an unknown format, naming the flag.
+func (o *output) validate() error {
+	if !slices.Contains(outputFormats, o.format) {
+		return fmt.Errorf("-o %q: must be one of %s", o.format, strings.Join(outputFormats, ", "))
+	}
+	return nil
+}
+
+// tables reports whether the format prints tables rather than objects.
+func (o *output) tables() bool { return o.format == outputTable || o.format == outputWide }
+
+// printTable prints t as kubectl prints a table: upper-case headers, and
+// the columns of priority above 0 with -o wide only. An empty table prints
+// nothing.
+func (o *output) printTable(t *metav1.Table, out io.Writer) error {
+	return printers.NewTablePrinter(printers.PrintOptions{Wide: o.format == outputWide}).PrintObj(t, out)
+}
+
+// printObjects prints objs as one v1 List (json, yaml) or one name per
+// line, each with its kind set from ferry's scheme (clients return them
+// without).
+func (o *output) printObjects(objs []runtime.Object, out io.Writer) error {
 	var p printers.ResourcePrinter
-	switch format {
-	case outputTable:
-		return nil, nil
+	switch o.format {
 	case outputJSON:
 		p = &printers.JSONPrinter{}
 	case outputYAML:
@@ -35,25 +73,21 @@ func objectPrinter(format string) (printers.ResourcePrinter, error) {
 	case outputName:
 		p = &printers.NamePrinter{}
 	default:
-		return nil, fmt.Errorf("-o %q: must be json, yaml or name (or unset for the table)", format)
+		return fmt.Errorf("-o %q: not an object format", o.format)
 	}
-	return printers.NewTypeSetter(ferryscheme.Scheme()).ToPrinter(p), nil
-}
-
-// printObjects prints objs as one v1 List (json, yaml) or one name per line.
-func printObjects(p printers.ResourcePrinter, format string, objs []runtime.Object, out io.Writer) error {
-	if format == outputName {
-		for _, o := range objs {
-			if err := p.PrintObj(o, out); err != nil {
+	p = printers.NewTypeSetter(ferryscheme.Scheme()).ToPrinter(p)
+	if o.format == outputName {
+		for _, obj := range objs {
+			if err := p.PrintObj(obj, out); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	list := &corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
-	for _, o := range objs {
+	for _, obj := range objs {
 		// The list's items carry their kinds: set them as the printer would.
-		typed, err := withKind(o)
+		typed, err := withKind(obj)
 		if err != nil {
 			return err
 		}
@@ -72,4 +106,22 @@ func withKind(o runtime.Object) (runtime.Object, error) {
 	c := o.DeepCopyObject()
 	c.GetObjectKind().SetGroupVersionKind(gvks[0])
 	return c, nil
+}
+
+// column is a table column: priority 0 is always shown, 1 with -o wide.
+func column(name string, priority int32, description string) metav1.TableColumnDefinition {
+	return metav1.TableColumnDefinition{Name: name, Type: "string", Priority: priority, Description: description}
+}
+
+// stringTable is a table of string cells.
+func stringTable(columns []metav1.TableColumnDefinition, rows [][]string) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: columns}
+	for _, r := range rows {
+		cells := make([]any, len(r))
+		for i, c := range r {
+			cells[i] = c
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells})
+	}
+	return t
 }

@@ -20,12 +20,12 @@ func TestStatusOutputFormats(t *testing.T) {
 	}
 	render := func(format string) string {
 		t.Helper()
-		p, err := objectPrinter(format)
-		if err != nil {
+		o := output{format: format}
+		if err := o.validate(); err != nil {
 			t.Fatal(err)
 		}
 		var out bytes.Buffer
-		if err := printObjects(p, format, objs, &out); err != nil {
+		if err := o.printObjects(objs, &out); err != nil {
 			t.Fatalf("-o %s: %v", format, err)
 		}
 		return out.String()
@@ -50,10 +50,33 @@ func TestStatusOutputFormats(t *testing.T) {
 	if got, want := render(outputName), "foreigncluster.ferry.io/provider\npersistentvolume/pv-1\n"; got != want {
 		t.Errorf("-o name: %q, want %q", got, want)
 	}
-	if p, err := objectPrinter(outputTable); p != nil || err != nil {
-		t.Errorf("no -o: printer %v, %v; want the table", p, err)
+	for _, format := range []string{outputTable, outputWide} {
+		if o := (output{format: format}); o.validate() != nil || !o.tables() {
+			t.Errorf("-o %s: %v, tables %v; want the table", format, o.validate(), o.tables())
+		}
 	}
-	if _, err := objectPrinter("wide"); err == nil || !strings.HasPrefix(err.Error(), `-o "wide"`) {
-		t.Errorf("-o wide: %v, want an error naming -o", err)
+	if err := (&output{format: "wdie"}).validate(); err == nil || !strings.HasPrefix(err.Error(), `-o "wdie"`) || !strings.Contains(err.Error(), "table, wide, json, yaml, name") {
+		t.Errorf("-o wdie: %v, want an error naming -o and the formats", err)
+	}
+}
+
+func TestOffloadingClustersPrintAsATable(t *testing.T) {
+	var out bytes.Buffer
+	printClusters(&out, []ferryv1alpha1.ClusterOffloadingStatus{{ClusterID: "eu", TwinNamespace: "shop-home", Phase: ferryv1alpha1.OffloadingReady}})
+	if want := "CLUSTER   TWIN NAMESPACE   PHASE\neu        shop-home        Ready\n"; out.String() != want {
+		t.Errorf("got\n%q\nwant\n%q", out.String(), want)
+	}
+}
+
+func TestOutputFlagCompletesItsValues(t *testing.T) {
+	var out bytes.Buffer
+	cmd := NewCommand()
+	cmd.SetArgs([]string{"__complete", "status", "-o", ""})
+	cmd.SetOut(&out)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(strings.Fields(out.String())[:5], " "), "table wide json yaml name"; got != want {
+		t.Errorf("completion of -o: %q, want %q first", out.String(), want)
 	}
 }

@@ -19,8 +19,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -88,7 +90,8 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 	if err := checkDistinct(ctx, consumer, provider); err != nil {
 		return err
 	}
-	if err := checkNotPeered(ctx, consumer, provider); err != nil {
+	reverse, err := checkNotPeered(ctx, consumer, provider)
+	if err != nil {
 		return err
 	}
 	// undo holds, newest last, how to remove what this run made: a failure
@@ -109,20 +112,35 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 	}()
 
 	step(fmt.Sprintf("Creating the tenant of consumer %q on provider %q", consumer.id, provider.id))
-	tenant := peering.TenantNamespace(consumer.id)
 	fcOnProvider := &ferryv1alpha1.ForeignCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: string(consumer.id)},
 		Spec:       ferryv1alpha1.ForeignClusterSpec{ClusterID: consumer.id, Role: ferryv1alpha1.RoleConsumer},
 	}
-	if err := provider.c.Create(ctx, fcOnProvider); err != nil {
-		return fmt.Errorf("declare consumer on provider: %w", err)
-	}
-	undo = append(undo, func(ctx context.Context) error {
-		if err := deleteAndWait(ctx, provider.c, fcOnProvider); err != nil {
-			return fmt.Errorf("on the provider: %w", err)
+	if reverse != nil {
+		// The provider already offloads to the consumer: its ForeignCluster
+		// for the consumer becomes both.
+		fcOnProvider = reverse.onProvider
+		if err := setRole(ctx, provider.c, fcOnProvider, ferryv1alpha1.RoleProvider, ferryv1alpha1.RoleConsumerAndProvider, nil); err != nil {
+			return fmt.Errorf("declare consumer on provider: %w", err)
 		}
-		return waitTenantGone(ctx, provider, tenant)
-	})
+		undo = append(undo, func(ctx context.Context) error {
+			if err := dropConsumer(ctx, provider, fcOnProvider); err != nil {
+				return fmt.Errorf("on the provider: %w", err)
+			}
+			return nil
+		})
+	} else {
+		if err := provider.c.Create(ctx, fcOnProvider); err != nil {
+			return fmt.Errorf("declare consumer on provider: %w", err)
+		}
+		undo = append(undo, func(ctx context.Context) error {
+			if err := deleteAndWait(ctx, provider.c, fcOnProvider); err != nil {
+				return fmt.Errorf("on the provider: %w", err)
+			}
+			return waitTenantGone(ctx, provider, peering.TenantNamespaceOf(fcOnProvider))
+		})
+	}
+	tenant := peering.TenantNamespaceOf(fcOnProvider)
 	if err := waitConsumerServiceAccount(ctx, provider, tenant); err != nil {
 		return err
 	}
@@ -152,43 +170,68 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 	})
 
 	step(fmt.Sprintf("Declaring provider %q on the consumer", provider.id))
+	asProvider := func(spec *ferryv1alpha1.ForeignClusterSpec) {
+		spec.APIServerURL = provider.cfg.Host
+		spec.CredentialsSecretRef = &ferryv1alpha1.SecretReference{Name: secret.Name, Namespace: secret.Namespace}
+		spec.ResourceRequest = opts.Resources
+	}
 	fcOnConsumer := &ferryv1alpha1.ForeignCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: string(provider.id)},
-		Spec: ferryv1alpha1.ForeignClusterSpec{
-			ClusterID:            provider.id,
-			Role:                 ferryv1alpha1.RoleProvider,
-			APIServerURL:         provider.cfg.Host,
-			CredentialsSecretRef: &ferryv1alpha1.SecretReference{Name: secret.Name, Namespace: secret.Namespace},
-			ResourceRequest:      opts.Resources,
-		},
+		Spec:       ferryv1alpha1.ForeignClusterSpec{ClusterID: provider.id, Role: ferryv1alpha1.RoleProvider},
 	}
-	if err := consumer.c.Create(ctx, fcOnConsumer); err != nil {
-		return fmt.Errorf("declare provider on consumer: %w", err)
-	}
-	undo = append(undo, func(ctx context.Context) error {
-		if err := deleteAndWait(ctx, consumer.c, fcOnConsumer); err != nil {
-			return fmt.Errorf("on the consumer: %w", err)
+	if reverse != nil {
+		// The provider offloads to the consumer already: the consumer's
+		// ForeignCluster for it becomes both.
+		fcOnConsumer = reverse.onConsumer
+		if err := setRole(ctx, consumer.c, fcOnConsumer, ferryv1alpha1.RoleConsumer, ferryv1alpha1.RoleConsumerAndProvider, asProvider); err != nil {
+			return fmt.Errorf("declare provider on consumer: %w", err)
 		}
-		return nil
-	})
+		undo = append(undo, func(ctx context.Context) error {
+			if err := dropProvider(ctx, consumer, fcOnConsumer); err != nil {
+				return fmt.Errorf("on the consumer: %w", err)
+			}
+			return nil
+		})
+	} else {
+		asProvider(&fcOnConsumer.Spec)
+		if err := consumer.c.Create(ctx, fcOnConsumer); err != nil {
+			return fmt.Errorf("declare provider on consumer: %w", err)
+		}
+		undo = append(undo, func(ctx context.Context) error {
+			if err := deleteAndWait(ctx, consumer.c, fcOnConsumer); err != nil {
+				return fmt.Errorf("on the consumer: %w", err)
+			}
+			return nil
+		})
+	}
 
 	step("Waiting for the grant and the virtual node")
 	var last string
+	// Conditions older than this generation tell the other direction's
+	// story (a peer that was a consumer only).
+	generation := fcOnConsumer.Generation
 	return waitFor(ctx, "the virtual node to be Ready", func(ctx context.Context) (bool, error) {
 		if err := consumer.c.Get(ctx, client.ObjectKeyFromObject(fcOnConsumer), fcOnConsumer); err != nil {
 			return false, err
 		}
-		if c := meta.FindStatusCondition(fcOnConsumer.Status.Conditions, ferryv1alpha1.ForeignClusterResourcesGranted); c != nil && c.Status == metav1.ConditionFalse && c.Reason == "Refused" {
+		current := func(t string) *metav1.Condition {
+			c := meta.FindStatusCondition(fcOnConsumer.Status.Conditions, t)
+			if c == nil || c.ObservedGeneration < generation {
+				return nil
+			}
+			return c
+		}
+		if c := current(ferryv1alpha1.ForeignClusterResourcesGranted); c != nil && c.Status == metav1.ConditionFalse && c.Reason == "Refused" {
 			return false, fmt.Errorf("the provider refused the request: %s", c.Message)
 		}
-		if c := meta.FindStatusCondition(fcOnConsumer.Status.Conditions, ferryv1alpha1.ForeignClusterAuthenticated); c != nil && c.Status == metav1.ConditionFalse {
+		if c := current(ferryv1alpha1.ForeignClusterAuthenticated); c != nil && c.Status == metav1.ConditionFalse {
 			return false, fmt.Errorf("the provider refused the credential: %s", c.Message)
 		}
-		if s := conditionSummary(fcOnConsumer); s != last {
+		if s := conditionSummary(current); s != last {
 			fmt.Fprintf(out, "      %s\n", s)
 			last = s
 		}
-		c := meta.FindStatusCondition(fcOnConsumer.Status.Conditions, ferryv1alpha1.ForeignClusterVirtualNodeReady)
+		c := current(ferryv1alpha1.ForeignClusterVirtualNodeReady)
 		return c != nil && c.Status == metav1.ConditionTrue, nil
 	})
 }
@@ -331,29 +374,126 @@ func checkDistinct(ctx context.Context, consumer, provider *cluster) error {
 	return nil
 }
 
-func checkNotPeered(ctx context.Context, consumer, provider *cluster) error {
-	var fc ferryv1alpha1.ForeignCluster
-	if err := consumer.c.Get(ctx, client.ObjectKey{Name: string(provider.id)}, &fc); err == nil {
-		if fc.Spec.Role == ferryv1alpha1.RoleConsumer {
-			return fmt.Errorf("%q already offloads to %q (ForeignCluster %q there): peering both ways is not supported by ferryctl yet", provider.id, consumer.id, fc.Name)
-		}
-		return fmt.Errorf("already peered: consumer %q has ForeignCluster %q for provider %q; run `ferryctl unpeer` first", consumer.id, fc.Name, provider.id)
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("check for an existing peering on the consumer: %w", err)
+// reversePeering is an existing peering the other way round: the provider
+// offloads to the consumer. Peering makes both ForeignClusters
+// ConsumerAndProvider.
+type reversePeering struct {
+	onConsumer, onProvider *ferryv1alpha1.ForeignCluster
+}
+
+// checkNotPeered refuses a peering that exists already, or half of one; it
+// returns the peering the other way round when there is one.
+func checkNotPeered(ctx context.Context, consumer, provider *cluster) (*reversePeering, error) {
+	onConsumer, err := foreignCluster(ctx, consumer, provider.id)
+	if err != nil {
+		return nil, err
 	}
-	if err := provider.c.Get(ctx, client.ObjectKey{Name: string(consumer.id)}, &fc); err == nil {
-		if fc.Spec.Role == ferryv1alpha1.RoleProvider {
-			return fmt.Errorf("%q already offloads to %q (ForeignCluster %q there): peering both ways is not supported by ferryctl yet", provider.id, consumer.id, fc.Name)
+	onProvider, err := foreignCluster(ctx, provider, consumer.id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case onConsumer != nil && onConsumer.Spec.IsProvider():
+		return nil, fmt.Errorf("already peered: consumer %q has ForeignCluster %q for provider %q (role %s); run `ferryctl unpeer` first", consumer.id, onConsumer.Name, provider.id, onConsumer.Spec.Role)
+	case onProvider != nil && onProvider.Spec.IsConsumer():
+		return nil, fmt.Errorf("already peered: provider %q already serves consumer %q (ForeignCluster %q, role %s); run `ferryctl unpeer` first", provider.id, consumer.id, onProvider.Name, onProvider.Spec.Role)
+	case onConsumer == nil && onProvider == nil:
+		return nil, nil
+	case onConsumer != nil && onProvider != nil:
+		// Consumer there, Provider here: the reverse direction.
+		return &reversePeering{onConsumer: onConsumer, onProvider: onProvider}, nil
+	case onConsumer != nil:
+		return nil, fmt.Errorf("half a peering: consumer %q has ForeignCluster %q (role %s) but provider %q has none for it; remove it by hand or peer %q to %q again first", consumer.id, onConsumer.Name, onConsumer.Spec.Role, provider.id, provider.id, consumer.id)
+	default:
+		return nil, fmt.Errorf("half a peering: provider %q has ForeignCluster %q (role %s) but consumer %q has none for it; remove it by hand or peer %q to %q again first", provider.id, onProvider.Name, onProvider.Spec.Role, consumer.id, provider.id, consumer.id)
+	}
+}
+
+// foreignCluster is c's ForeignCluster for peer, nil when it has none.
+func foreignCluster(ctx context.Context, c *cluster, peer ferryv1alpha1.ClusterID) (*ferryv1alpha1.ForeignCluster, error) {
+	var fc ferryv1alpha1.ForeignCluster
+	err := c.c.Get(ctx, client.ObjectKey{Name: string(peer)}, &fc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("check for an existing peering on the %s: %w", c.role, err)
+	}
+	return &fc, nil
+}
+
+// setRole changes a ForeignCluster's role from one to another, and with
+// edit its other fields. It retries on conflicts (ferry's controllers
+// write the object's status and finalizers meanwhile), and refuses if the
+// role is no longer from.
+func setRole(ctx context.Context, c client.Client, fc *ferryv1alpha1.ForeignCluster, from, to ferryv1alpha1.PeeringRole, edit func(*ferryv1alpha1.ForeignClusterSpec)) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(fc), fc); err != nil {
+			return err
 		}
-		return fmt.Errorf("already peered: provider %q already serves consumer %q (ForeignCluster %q); run `ferryctl unpeer` first", provider.id, consumer.id, fc.Name)
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("check for an existing peering on the provider: %w", err)
+		if fc.Spec.Role != from {
+			return fmt.Errorf("its role changed meanwhile: %s, not %s", fc.Spec.Role, from)
+		}
+		fc.Spec.Role = to
+		if edit != nil {
+			edit(&fc.Spec)
+		}
+		return c.Update(ctx, fc)
+	})
+	if err != nil {
+		return fmt.Errorf("make ForeignCluster %s %s: %w", fc.Name, to, err)
 	}
 	return nil
 }
 
+// dropProvider ends, on a consumer, one direction of a peering both ways:
+// the ForeignCluster of a peer that is consumer and provider becomes a
+// Consumer; once ferry's peer controller has removed the virtual node, the
+// remote request and the credential (its finalizer gone), the fields only a
+// provider uses are cleared.
+func dropProvider(ctx context.Context, consumer *cluster, fc *ferryv1alpha1.ForeignCluster) error {
+	if err := setRole(ctx, consumer.c, fc, ferryv1alpha1.RoleConsumerAndProvider, ferryv1alpha1.RoleConsumer, nil); err != nil {
+		return err
+	}
+	if err := waitFinalizerGone(ctx, consumer.c, fc, peering.PeerFinalizer, "the virtual node and the credential of "+fc.Name+" to be removed"); err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := consumer.c.Get(ctx, client.ObjectKeyFromObject(fc), fc); err != nil {
+			return err
+		}
+		fc.Spec.APIServerURL, fc.Spec.CredentialsSecretRef, fc.Spec.ResourceRequest, fc.Spec.StorageClassMap = "", nil, nil, nil
+		return consumer.c.Update(ctx, fc)
+	})
+}
+
+// dropConsumer ends, on a provider, one direction of a peering both ways:
+// the ForeignCluster of a peer that is consumer and provider becomes a
+// Provider, and ferry's tenant controller removes the peer's tenant (which
+// revokes its credential).
+func dropConsumer(ctx context.Context, provider *cluster, fc *ferryv1alpha1.ForeignCluster) error {
+	tenant := peering.TenantNamespaceOf(fc)
+	if err := setRole(ctx, provider.c, fc, ferryv1alpha1.RoleConsumerAndProvider, ferryv1alpha1.RoleProvider, nil); err != nil {
+		return err
+	}
+	if err := waitFinalizerGone(ctx, provider.c, fc, peering.TenantFinalizer, "the tenant of "+fc.Name+" to be removed"); err != nil {
+		return err
+	}
+	return waitTenantGone(ctx, provider, tenant)
+}
+
+func waitFinalizerGone(ctx context.Context, c client.Client, fc *ferryv1alpha1.ForeignCluster, finalizer, what string) error {
+	return waitFor(ctx, what+" by ferry-controller-manager", func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(fc), fc); err != nil {
+			return false, err
+		}
+		return !controllerutil.ContainsFinalizer(fc, finalizer), nil
+	})
+}
+
 // Unpeer removes a peering from both sides; removing one that does not
-// exist is no error.
+// exist is no error. Of a peering both ways it removes this direction and
+// keeps the other.
 func Unpeer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Config, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -367,8 +507,22 @@ func Unpeer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.C
 func unpeer(ctx context.Context, out io.Writer, consumer, provider *cluster) error {
 	step := stepper(out, 3)
 	step(fmt.Sprintf("Removing provider %q from the consumer (virtual node, request, credential)", provider.id))
-	if err := deleteAndWait(ctx, consumer.c, &ferryv1alpha1.ForeignCluster{ObjectMeta: metav1.ObjectMeta{Name: string(provider.id)}}); err != nil {
-		return fmt.Errorf("on the consumer: %w", err)
+	onConsumer, err := foreignCluster(ctx, consumer, provider.id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case onConsumer == nil || onConsumer.Spec.Role == ferryv1alpha1.RoleProvider:
+		if err := deleteAndWait(ctx, consumer.c, &ferryv1alpha1.ForeignCluster{ObjectMeta: metav1.ObjectMeta{Name: string(provider.id)}}); err != nil {
+			return fmt.Errorf("on the consumer: %w", err)
+		}
+	case onConsumer.Spec.Role == ferryv1alpha1.RoleConsumerAndProvider:
+		fmt.Fprintf(out, "      %q keeps offloading to %q: its ForeignCluster becomes a Consumer\n", provider.id, consumer.id)
+		if err := dropProvider(ctx, consumer, onConsumer); err != nil {
+			return fmt.Errorf("on the consumer: %w", err)
+		}
+	default:
+		fmt.Fprintf(out, "      %q does not offload to %q (ForeignCluster %q is a %s): left alone\n", consumer.id, provider.id, onConsumer.Name, onConsumer.Spec.Role)
 	}
 	// A credential stored before the ForeignCluster existed (a failed peer).
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: peering.CredentialsSecretName(provider.id), Namespace: ferryv1alpha1.SystemNamespace}}
@@ -376,11 +530,29 @@ func unpeer(ctx context.Context, out io.Writer, consumer, provider *cluster) err
 		return fmt.Errorf("delete credential on the consumer: %w", err)
 	}
 	step(fmt.Sprintf("Removing consumer %q from the provider (tenant, revoking the credential)", consumer.id))
-	if err := deleteAndWait(ctx, provider.c, &ferryv1alpha1.ForeignCluster{ObjectMeta: metav1.ObjectMeta{Name: string(consumer.id)}}); err != nil {
-		return fmt.Errorf("on the provider: %w", err)
+	onProvider, err := foreignCluster(ctx, provider, consumer.id)
+	if err != nil {
+		return err
+	}
+	tenant := peering.TenantNamespace(consumer.id)
+	switch {
+	case onProvider == nil || onProvider.Spec.Role == ferryv1alpha1.RoleConsumer:
+		if onProvider != nil {
+			tenant = peering.TenantNamespaceOf(onProvider)
+		}
+		if err := deleteAndWait(ctx, provider.c, &ferryv1alpha1.ForeignCluster{ObjectMeta: metav1.ObjectMeta{Name: string(consumer.id)}}); err != nil {
+			return fmt.Errorf("on the provider: %w", err)
+		}
+	case onProvider.Spec.Role == ferryv1alpha1.RoleConsumerAndProvider:
+		fmt.Fprintf(out, "      %q keeps offloading to %q: its ForeignCluster becomes a Provider\n", provider.id, consumer.id)
+		tenant = peering.TenantNamespaceOf(onProvider)
+		if err := dropConsumer(ctx, provider, onProvider); err != nil {
+			return fmt.Errorf("on the provider: %w", err)
+		}
+	default:
+		fmt.Fprintf(out, "      %q does not serve %q (ForeignCluster %q is a %s): left alone\n", provider.id, consumer.id, onProvider.Name, onProvider.Spec.Role)
 	}
 	step("Waiting for the tenant namespace to go")
-	tenant := peering.TenantNamespace(consumer.id)
 	return waitTenantGone(ctx, provider, tenant)
 }
 
@@ -421,11 +593,11 @@ func stepper(out io.Writer, total int) func(string) {
 	}
 }
 
-func conditionSummary(fc *ferryv1alpha1.ForeignCluster) string {
+func conditionSummary(condition func(string) *metav1.Condition) string {
 	s := ""
 	for _, t := range []string{ferryv1alpha1.ForeignClusterAPIServerReady, ferryv1alpha1.ForeignClusterAuthenticated, ferryv1alpha1.ForeignClusterResourcesGranted, ferryv1alpha1.ForeignClusterVirtualNodeReady} {
 		status := "Unknown"
-		if c := meta.FindStatusCondition(fc.Status.Conditions, t); c != nil {
+		if c := condition(t); c != nil {
 			status = string(c.Status)
 		}
 		s += fmt.Sprintf("%s=%s ", t, status)

@@ -3,9 +3,10 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
+	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,19 +21,25 @@ import (
 	"github.com/ferry-io/ferry/api/placement"
 	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
-	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/storage"
 )
 
 func newStatusCommand() *cobra.Command {
-	var kubeconfig, context, output string
+	var kubeconfig, context string
+	var o output
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show this cluster's peers (role, API server health, grant, virtual node, age), the network fabric's CIDRs and remaps, and where the data of ferry's claims lives",
-		Args:  cobra.NoArgs,
+		Short: "Show this cluster's peers (role, health, what it offloads to each and what each offloads to it, used and granted, virtual node, network, storage), the network fabric and where the data of ferry's claims lives",
+		Long: `status prints one row per peer. OUT columns are what this cluster offloads
+to the peer (the peer is its provider): the virtual node, and cpu, memory and
+pods used there out of what the provider granted. IN columns are what the
+peer offloads to this cluster (the peer is its consumer): its ShadowPods'
+requests out of what this cluster granted it. A peer peered both ways fills
+both. -o wide adds the less important columns; -o json, yaml or name prints
+the objects behind the tables instead.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			printer, err := objectPrinter(output)
-			if err != nil {
+			if err := o.validate(); err != nil {
 				return err
 			}
 			cfg, err := loadConfig("--kubeconfig", kubeconfig, context)
@@ -43,122 +50,165 @@ func newStatusCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--kubeconfig: %w", err)
 			}
-			var fcs ferryv1alpha1.ForeignClusterList
-			if err := c.List(cmd.Context(), &fcs); err != nil {
-				return fmt.Errorf("list ForeignClusters: %w", err)
-			}
-			if printer != nil {
-				objs, err := statusObjects(cmd.Context(), c, fcs.Items)
-				if err != nil {
-					return err
-				}
-				return printObjects(printer, output, objs, cmd.OutOrStdout())
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "PEER\tROLE\tAPI SERVER\tGRANTED\tVIRTUAL NODE\tAGE")
-			for _, fc := range fcs.Items {
-				granted, node := "-", "-"
-				if c := meta.FindStatusCondition(fc.Status.Conditions, ferryv1alpha1.ForeignClusterResourcesGranted); c != nil {
-					granted = c.Message
-					if c.Status != "True" {
-						granted = string(c.Status) + ": " + c.Reason
-					}
-				}
-				if c := meta.FindStatusCondition(fc.Status.Conditions, ferryv1alpha1.ForeignClusterVirtualNodeReady); c != nil {
-					node = peering.VirtualNodeName(fc.Spec.ClusterID) + " (Ready=" + string(c.Status) + ")"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", fc.Spec.ClusterID, fc.Spec.Role, conditionStatus(&fc, ferryv1alpha1.ForeignClusterAPIServerReady),
-					granted, node, duration.HumanDuration(time.Since(fc.CreationTimestamp.Time)))
-			}
-			if err := w.Flush(); err != nil {
+			st, err := readStatus(cmd.Context(), c)
+			if err != nil {
 				return err
 			}
-			if err := printNetwork(cmd, c, fcs.Items); err != nil {
-				return err
+			if !o.tables() {
+				return o.printObjects(st.objects(), cmd.OutOrStdout())
 			}
-			var pvs corev1.PersistentVolumeList
-			if err := c.List(cmd.Context(), &pvs); apierrors.IsForbidden(err) {
-				fmt.Fprintf(cmd.OutOrStdout(), "\nwhere claims' data lives is not shown: %v\n", err)
-				return nil
-			} else if err != nil {
-				return fmt.Errorf("list PersistentVolumes: %w", err)
-			}
-			rows := claimRows(pvs.Items)
-			if len(rows) == 0 {
-				return nil
-			}
-			fmt.Fprintln(cmd.OutOrStdout())
-			w = tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "CLAIM\tDATA IN\tHELD BY\tCAPACITY\tPHASE")
-			for _, r := range rows {
-				fmt.Fprintln(w, strings.Join(r, "\t"))
-			}
-			return w.Flush()
+			return printStatus(cmd.OutOrStdout(), &o, st, time.Now())
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVar(&context, "context", "", "context in the kubeconfig (default: the current one)")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "json, yaml or name: print the objects behind the tables (ForeignClusters, NetworkConfigs, the ferry class's volumes) as kubectl does")
-	completeValues(cmd, "output", outputJSON, outputYAML, outputName)
+	o.bind(cmd, "the objects behind the tables: ForeignClusters, VirtualNodes, ResourceSlices, PeeringQuotas, NetworkConfigs, the ferry class's volumes")
 	return cmd
 }
 
-// statusObjects are the objects status shows: the ForeignClusters, the
-// NetworkConfigs and the volumes of ferry's storage class, those this
-// credential may list.
-func statusObjects(ctx context.Context, c client.Client, fcs []ferryv1alpha1.ForeignCluster) ([]runtime.Object, error) {
-	var objs []runtime.Object
-	for i := range fcs {
-		objs = append(objs, &fcs[i])
-	}
-	var ncs ferryv1alpha1.NetworkConfigList
-	if err := c.List(ctx, &ncs); err != nil && !apierrors.IsForbidden(err) {
-		return nil, fmt.Errorf("list NetworkConfigs: %w", err)
-	}
-	for i := range ncs.Items {
-		objs = append(objs, &ncs.Items[i])
-	}
-	var pvs corev1.PersistentVolumeList
-	if err := c.List(ctx, &pvs); err != nil && !apierrors.IsForbidden(err) {
-		return nil, fmt.Errorf("list PersistentVolumes: %w", err)
-	}
-	for i := range pvs.Items {
-		if pvs.Items[i].Spec.StorageClassName == ferryv1alpha1.StorageClassVirtual {
-			objs = append(objs, &pvs.Items[i])
-		}
-	}
-	return objs, nil
+// clusterStatus is what status reads of a cluster.
+type clusterStatus struct {
+	peerSources
+	NetworkConfigs []ferryv1alpha1.NetworkConfig
+	// hidden says what this credential may not read, and so is not shown.
+	hidden []string
 }
 
-// printNetwork shows the network fabric's view: this cluster's networks,
-// then per peer where its pods appear here and where this cluster's appear
-// there.
-func printNetwork(cmd *cobra.Command, c client.Client, fcs []ferryv1alpha1.ForeignCluster) error {
-	out := cmd.OutOrStdout()
-	var ncs ferryv1alpha1.NetworkConfigList
-	if err := c.List(cmd.Context(), &ncs); apierrors.IsForbidden(err) {
-		fmt.Fprintf(out, "\nthe network fabric is not shown: %v\n", err)
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("list NetworkConfigs: %w", err)
+// readStatus reads the objects status shows; a kind this credential may
+// not list is left out and named in hidden.
+func readStatus(ctx context.Context, c client.Client) (*clusterStatus, error) {
+	st := &clusterStatus{peerSources: peerSources{PodsByNode: map[string][]corev1.Pod{}}}
+	var fcs ferryv1alpha1.ForeignClusterList
+	if err := c.List(ctx, &fcs); err != nil {
+		return nil, fmt.Errorf("list ForeignClusters: %w", err)
 	}
-	local, peers := networkRows(ncs.Items, fcs, time.Now())
-	if local == nil && len(peers) == 0 {
+	st.ForeignClusters = fcs.Items
+	list := func(what string, l client.ObjectList, opts ...client.ListOption) error {
+		err := c.List(ctx, l, opts...)
+		if apierrors.IsForbidden(err) {
+			st.hidden = append(st.hidden, fmt.Sprintf("%s: %v", what, err))
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("list %s: %w", what, err)
+		}
 		return nil
 	}
-	fmt.Fprintln(out)
+	var (
+		vns     ferryv1alpha1.VirtualNodeList
+		nsos    ferryv1alpha1.NamespaceOffloadingList
+		rslices ferryv1alpha1.ResourceSliceList
+		sps     ferryv1alpha1.ShadowPodList
+		twins   ferryv1alpha1.TwinNamespaceList
+		quotas  ferryv1alpha1.PeeringQuotaList
+		pvs     corev1.PersistentVolumeList
+		ncs     ferryv1alpha1.NetworkConfigList
+	)
+	for what, l := range map[string]client.ObjectList{"VirtualNodes": &vns, "NamespaceOffloadings": &nsos, "ResourceSlices": &rslices, "ShadowPods": &sps,
+		"TwinNamespaces": &twins, "PeeringQuotas": &quotas, "PersistentVolumes": &pvs, "NetworkConfigs": &ncs} {
+		if err := list(what, l); err != nil {
+			return nil, err
+		}
+	}
+	st.VirtualNodes, st.Offloadings, st.ResourceSlices, st.ShadowPods = vns.Items, nsos.Items, rslices.Items, sps.Items
+	st.TwinNamespaces, st.PeeringQuotas, st.NetworkConfigs = twins.Items, quotas.Items, ncs.Items
+	for i := range pvs.Items {
+		if pvs.Items[i].Spec.StorageClassName == ferryv1alpha1.StorageClassVirtual {
+			st.Volumes = append(st.Volumes, pvs.Items[i])
+		}
+	}
+	for i := range vns.Items {
+		node := vns.Items[i].Node()
+		var pods corev1.PodList
+		if err := list("pods on "+node, &pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
+			return nil, err
+		}
+		st.PodsByNode[node] = pods.Items
+	}
+	sort.Strings(st.hidden)
+	return st, nil
+}
+
+// objects are the objects behind the tables, for -o json, yaml and name.
+func (st *clusterStatus) objects() []runtime.Object {
+	var objs []runtime.Object
+	objs = appendObjects(objs, st.ForeignClusters)
+	objs = appendObjects(objs, st.VirtualNodes)
+	objs = appendObjects(objs, st.ResourceSlices)
+	objs = appendObjects(objs, st.PeeringQuotas)
+	objs = appendObjects(objs, st.NetworkConfigs)
+	return appendObjects(objs, st.Volumes)
+}
+
+// appendObjects appends a pointer to each of items.
+func appendObjects[T any, P interface {
+	*T
+	runtime.Object
+}](objs []runtime.Object, items []T) []runtime.Object {
+	for i := range items {
+		objs = append(objs, P(&items[i]))
+	}
+	return objs
+}
+
+// networkColumns are the network table's: per peer, where its pods appear
+// here and where this cluster appears there, and the gateway's tunnel.
+var networkColumns = []metav1.TableColumnDefinition{
+	column("Peer", 0, "the peer's cluster ID"),
+	column("Pod CIDR", 0, "the peer's pod CIDR"),
+	column("Seen Here As", 0, "where the peer's pods appear in this cluster"),
+	column("This Cluster There", 0, "where this cluster's pods appear in the peer"),
+	column("API Server There", 0, "where the peer's pods reach this cluster's API server"),
+	column("Tunnel", 0, "the gateway's tunnel to the peer"),
+	column("Handshake", 0, "the tunnel's last handshake"),
+	column("RTT", 0, "the last round trip measured"),
+	column("Network", 0, "the ForeignCluster's NetworkReady"),
+}
+
+// claimColumns are the claims table's: where each claim of ferry's class
+// keeps its data.
+var claimColumns = []metav1.TableColumnDefinition{
+	column("Claim", 0, "namespace/name of the claim"),
+	column("Data In", 0, "the provider holding its data, or this cluster"),
+	column("Held By", 0, "the claim holding the data there"),
+	column("Capacity", 0, "the volume's capacity"),
+	column("Phase", 0, "the phase of the claim holding the data"),
+}
+
+// printStatus prints the peers, the network fabric and the claims tables,
+// and what could not be read.
+func printStatus(out io.Writer, o *output, st *clusterStatus, now time.Time) error {
+	if len(st.ForeignClusters) == 0 {
+		fmt.Fprintln(out, "No peers.")
+	}
+	if err := o.printTable(peersTable(st.peerSources, now), out); err != nil {
+		return err
+	}
+	local, peers := networkRows(st.NetworkConfigs, st.ForeignClusters, now)
 	if local != nil {
-		fmt.Fprintf(out, "this cluster: pod CIDR %s, service CIDR %s, external CIDR %s\n", local[0], local[1], local[2])
+		fmt.Fprintf(out, "\nthis cluster: pod CIDR %s, service CIDR %s, external CIDR %s\n", local[0], local[1], local[2])
 	}
-	if len(peers) == 0 {
-		return nil
+	if len(peers) > 0 {
+		if local == nil {
+			fmt.Fprintln(out)
+		}
+		if err := o.printTable(stringTable(networkColumns, peers), out); err != nil {
+			return err
+		}
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PEER\tPOD CIDR\tSEEN HERE AS\tTHIS CLUSTER THERE\tAPI SERVER THERE\tTUNNEL\tHANDSHAKE\tRTT\tNETWORK")
-	for _, r := range peers {
-		fmt.Fprintln(w, strings.Join(r, "\t"))
+	if rows := claimRows(st.Volumes); len(rows) > 0 {
+		fmt.Fprintln(out)
+		if err := o.printTable(stringTable(claimColumns, rows), out); err != nil {
+			return err
+		}
 	}
-	return w.Flush()
+	if len(st.hidden) > 0 {
+		fmt.Fprintln(out, "\nnot shown, this credential may not list:")
+		for _, h := range st.hidden {
+			fmt.Fprintln(out, "  "+h)
+		}
+	}
+	return nil
 }
 
 // networkRows is this cluster's pod, service and external CIDRs (nil when
