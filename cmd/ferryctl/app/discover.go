@@ -2,19 +2,17 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"sigs.k8s.io/yaml"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ferry-io/ferry/discovery"
 )
@@ -123,7 +121,7 @@ func (s *discoverySource) server() (string, error) {
 
 func newDiscoverCommand() *cobra.Command {
 	var src discoverySource
-	var output string
+	var o output
 	cmd := &cobra.Command{
 		Use:   "discover",
 		Short: "List ferry clusters published by DNS service discovery, in a DNS domain or on the local link",
@@ -136,20 +134,19 @@ needs a provider kubeconfig from the provider's admin. Instances whose
 records are bad are skipped with a warning naming the field.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "" && output != "table" && output != outputJSON && output != outputYAML {
-				return fmt.Errorf("-o %q: must be table, json or yaml", output)
+			if err := o.validate(); err != nil {
+				return err
 			}
 			res, err := src.browse(cmd.Context())
 			if err != nil {
 				return err
 			}
 			warnSkipped(cmd.ErrOrStderr(), res.Skipped)
-			return printDiscovered(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, &src, res.Clusters)
+			return printDiscovered(cmd.OutOrStdout(), cmd.ErrOrStderr(), &o, &src, res.Clusters)
 		},
 	}
 	src.bind(cmd.Flags(), "timeout")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: table (default), json or yaml")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", outputJSON, outputYAML}, cobra.ShellCompDirectiveNoFileComp))
+	o.bind(cmd, "the clusters found")
 	return cmd
 }
 
@@ -159,39 +156,40 @@ func warnSkipped(w io.Writer, skipped []error) {
 	}
 }
 
-// printDiscovered prints what discover found: a table, or a JSON or YAML list
-// of discovery.Cluster.
-func printDiscovered(out, errOut io.Writer, format string, src *discoverySource, clusters []discovery.Cluster) error {
+// printDiscovered prints what discover found: a table (wide: the whole CA
+// fingerprint), a JSON or YAML list of discovery.Cluster, or cluster IDs.
+func printDiscovered(out, errOut io.Writer, o *output, src *discoverySource, clusters []discovery.Cluster) error {
 	if clusters == nil {
 		clusters = []discovery.Cluster{}
 	}
-	switch format {
-	case outputJSON:
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(clusters)
-	case outputYAML:
-		data, err := yaml.Marshal(clusters)
-		if err != nil {
-			return err
+	if !o.tables() {
+		names := make([]string, 0, len(clusters))
+		for _, c := range clusters {
+			names = append(names, string(c.ClusterID))
 		}
-		_, err = out.Write(data)
-		return err
+		return o.printData(clusters, names, out)
 	}
 	if len(clusters) == 0 {
 		fmt.Fprintf(errOut, "No ferry cluster found in %s.\n", src)
 		return nil
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "CLUSTER ID\tINSTANCE\tENDPOINT\tCA\tVERSION")
+	columns := []metav1.TableColumnDefinition{
+		column("Cluster ID", 0, "the cluster's ID (TXT id)"),
+		column("Instance", 0, "the DNS-SD instance name"),
+		column("Endpoint", 0, "the API server (SRV target and port)"),
+		column("CA", 0, "the API server CA's SHA-256 fingerprint, shortened (whole with -o wide)"),
+		column("CA fingerprint", 1, "the API server CA's SHA-256 fingerprint (TXT ca)"),
+		column("Version", 0, "ferry's version there (TXT version)"),
+	}
+	var rows [][]string
 	for _, c := range clusters {
 		version := c.Version
 		if version == "" {
 			version = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", c.ClusterID, c.Instance, c.Endpoint, shortFingerprint(c.CAFingerprint), version)
+		rows = append(rows, []string{string(c.ClusterID), c.Instance, c.Endpoint, shortFingerprint(c.CAFingerprint), c.CAFingerprint, version})
 	}
-	return w.Flush()
+	return o.printTable(stringTable(columns, rows), out)
 }
 
 // shortFingerprint keeps a table narrow: sha256: and 16 hex digits (-o json

@@ -94,6 +94,14 @@ func TestDiscoverListsWhatAdvertisePublishes(t *testing.T) {
 	if err != nil || !strings.Contains(table, "CLUSTER ID") || !strings.Contains(table, "https://localhost:1") {
 		t.Errorf("discover printed %q, %v; want a table with edge", table, err)
 	}
+	wide, _, err := run(context.Background(), "discover", "--domain", "example.org", "--dns-server", server, "-o", "wide")
+	if err != nil || !strings.Contains(wide, "CA FINGERPRINT") || !strings.Contains(wide, fps[0]) || strings.Contains(table, fps[0]) {
+		t.Errorf("discover -o wide printed %q, %v; want the whole fingerprint, which the table shortens", wide, err)
+	}
+	names, _, err := run(context.Background(), "discover", "--domain", "example.org", "--dns-server", server, "-o", "name")
+	if err != nil || names != "edge\n" {
+		t.Errorf("discover -o name printed %q, %v; want edge", names, err)
+	}
 	_, errOut, err = run(context.Background(), "discover", "--domain", "example.net", "--dns-server", server)
 	if err != nil || !strings.Contains(errOut, "No ferry cluster found in domain example.net") {
 		t.Errorf("discover in an empty domain: %q, %v; want a note that none was found", errOut, err)
@@ -110,7 +118,7 @@ func TestDiscoverRefusesBadFlags(t *testing.T) {
 		{[]string{"discover", "--mdns", "--dns-server", "1.1.1.1"}, "--dns-server: only with --domain"},
 		{[]string{"discover", "--domain", "a", "--interface", "eth0"}, "--interface: only with --mdns"},
 		{[]string{"discover", "--mdns", "--timeout", "0s"}, "--timeout 0s: must be positive"},
-		{[]string{"discover", "--mdns", "-o", "wide"}, `-o "wide": must be table, json or yaml`},
+		{[]string{"discover", "--mdns", "-o", "csv"}, `-o "csv": must be one of table, wide, json, yaml, name`},
 		{[]string{"discover", "--mdns", "--interface", "no-such-if0"}, `--interface "no-such-if0"`},
 		{[]string{"discover", "--domain", "a..b", "--dns-server", "127.0.0.1:1"}, `domain "a..b"`},
 		{[]string{"discover", "--domain", "a", "--dns-server", "[::1"}, `--dns-server "[::1": want host or host:port`},

@@ -131,15 +131,11 @@ func runInstall(ctx context.Context, out, errOut io.Writer, f installFlags) erro
 		return err
 	}
 	if f.dryRun {
-		p, err := objectPrinter(f.output)
-		if err != nil {
-			return err
-		}
 		list := make([]runtime.Object, 0, len(objs))
 		for _, o := range objs {
 			list = append(list, o)
 		}
-		return printObjects(p, f.output, list, out)
+		return (&output{format: f.output}).printObjects(list, out)
 	}
 	fmt.Fprintf(out, "Installing ferry %s into %s:\n", version.Get().Version, cfg.Host)
 	for _, d := range detected {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/printers"
+
+	"sigs.k8s.io/yaml"
 
 	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 )
@@ -94,6 +97,30 @@ func (o *output) printObjects(objs []runtime.Object, out io.Writer) error {
 		list.Items = append(list.Items, runtime.RawExtension{Object: typed})
 	}
 	return p.PrintObj(list, out)
+}
+
+// printData prints what is not an API object (what discover finds) in the
+// object formats: JSON or YAML of v, or names one per line.
+func (o *output) printData(v any, names []string, out io.Writer) error {
+	switch o.format {
+	case outputJSON:
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case outputYAML:
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(data)
+		return err
+	case outputName:
+		for _, n := range names {
+			fmt.Fprintln(out, n)
+		}
+		return nil
+	}
+	return fmt.Errorf("-o %q: not an object format", o.format)
 }
 
 // withKind is a copy of o with its apiVersion and kind set from ferry's
