@@ -62,6 +62,10 @@ build: ## Compile every package and the binaries under cmd/ into bin/ (with bin/
 images: ## OCI images of every component for linux/amd64 and linux/arm64, without a container engine, into the OCI layout bin/images (reproducible: same digests for the same source); pushed as $(IMAGE_REGISTRY)/<component>:$(VERSION) when IMAGE_REGISTRY is set.
 	$(GO) run ./hack/images -version $(VERSION) -commit $(COMMIT) -out bin/images $(if $(IMAGE_REGISTRY),-registry $(IMAGE_REGISTRY))
 
+.PHONY: dist
+dist: ## ferryctl's release archives (kubectl-ferry for linux and darwin, amd64 and arm64; reproducible tar.gz), SHA256SUMS and the krew manifest ferry.yaml into bin/dist; needs VERSION=vX.Y.Z (DIST_URL_BASE: where the archives will be published).
+	$(GO) run ./hack/dist -version $(VERSION) -commit $(COMMIT) -out bin/dist $(if $(DIST_URL_BASE),-url-base $(DIST_URL_BASE))
+
 .PHONY: demo
 demo: testbed build ## Two local clusters, peered, namespace demo offloaded, a sample app running remotely; left running.
 	$(GO) build -o bin/ferry-demo ./test/cmd/demo

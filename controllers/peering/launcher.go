@@ -153,7 +153,7 @@ func (l *ProcessLauncher) Ensure(ctx context.Context, vn types.NamespacedName) e
 	}, l.ExtraArgs...)
 	cmd := exec.Command(l.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return fmt.Errorf("start virtual kubelet %s: %w", l.Binary, err)

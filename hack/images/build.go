@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -21,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/ferry-io/ferry/hack/crossbuild"
 )
 
 // Components are ferry's binaries that ship as images (./cmd/<name>).
@@ -108,16 +109,9 @@ func run(ctx context.Context, opts options, out io.Writer) error {
 	return nil
 }
 
-// buildBinary cross-compiles a static, reproducible binary: no cgo, no
-// paths or build ID of this machine, version and commit linked in.
+// buildBinary cross-compiles a component as every release artefact is.
 func buildBinary(ctx context.Context, opts options, component string, p v1.Platform, bin string) error {
-	ldflags := fmt.Sprintf("-s -w -buildid= -X github.com/ferry-io/ferry/version.version=%s -X github.com/ferry-io/ferry/version.commit=%s", opts.version, opts.commit)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", bin, "./"+filepath.ToSlash(filepath.Join(opts.pkgDir, component)))
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s for %s/%s: %w\n%s", component, p.OS, p.Architecture, err, out)
-	}
-	return nil
+	return crossbuild.Build(ctx, "./"+filepath.ToSlash(filepath.Join(opts.pkgDir, component)), p.OS, p.Architecture, opts.version, opts.commit, bin)
 }
 
 // epoch is every timestamp in the images, so that they do not depend on
