@@ -304,22 +304,26 @@ func (i *Installer) deleteAll(ctx context.Context, entries []Entry, timeout time
 		}
 	}
 	var left []Entry
+	var readErr error
 	err := wait.PollUntilContextTimeout(ctx, i.poll(), timeout, true, func(ctx context.Context) (bool, error) {
 		left = left[:0]
 		for _, e := range entries {
 			err := i.Client.Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: e.Name}, e.object())
 			switch {
 			case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-			case err != nil && ctx.Err() == nil:
-				return false, fmt.Errorf("read %s: %w", e, err)
 			default:
+				// A failed read (the API server busy, the client's
+				// rate limit near the deadline) is asked again.
+				if err != nil {
+					readErr = fmt.Errorf("read %s: %w", e, err)
+				}
 				left = append(left, e)
 			}
 		}
 		return len(left) == 0, nil
 	})
 	if err != nil && len(left) > 0 {
-		return fmt.Errorf("still there after %s: %v", timeout, left)
+		return fmt.Errorf("still there after %s: %v (last read error: %v)", timeout, left, readErr)
 	}
 	return err
 }

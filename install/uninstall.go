@@ -158,11 +158,8 @@ func (i *Installer) deleteCustomResources(ctx context.Context, inv *Inventory, o
 		for _, o := range all {
 			cur := o.DeepCopy()
 			err := i.Client.Get(ctx, client.ObjectKeyFromObject(o), cur)
-			switch {
-			case apierrors.IsNotFound(err):
-			case err != nil && ctx.Err() == nil:
-				return false, fmt.Errorf("read %s %s: %w", o.GetKind(), key(o), err)
-			default:
+			if !apierrors.IsNotFound(err) {
+				// Still there, or not read (asked again).
 				left = append(left, cur)
 			}
 		}

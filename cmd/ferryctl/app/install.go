@@ -157,6 +157,15 @@ func installClient(f installFlags) (*rest.Config, client.Client, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return installerClient(cfg)
+}
+
+// installerClient is a client for install and uninstall: they read every
+// object they wait for once a second, so client-go's default rate limit
+// (5/s) would hold them back; 50/s with bursts of 100, as kubectl allows.
+func installerClient(cfg *rest.Config) (*rest.Config, client.Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 50, 100
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--kubeconfig: %w", err)
@@ -288,9 +297,9 @@ peerings (ForeignClusters), unless --force, which deletes them first.`,
 }
 
 func runUninstall(ctx context.Context, out io.Writer, cfg *rest.Config, opts install.UninstallOptions) error {
-	c, err := client.New(cfg, client.Options{})
+	cfg, c, err := installerClient(cfg)
 	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+		return err
 	}
 	fmt.Fprintf(out, "Uninstalling ferry from %s:\n", cfg.Host)
 	start := time.Now()
