@@ -3,6 +3,9 @@ module github.com/ferry-io/ferry
 go 1.26.0
 
 replace (
+	// Keep k8s.io/kubernetes v1.36.4's own otelhttp (its API server and
+	// scheduler are built and tested with it); helm v4.2.4 asks for v0.67.0.
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp => go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.65.0
 	k8s.io/api => k8s.io/api v0.36.4
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.36.4
 	k8s.io/apimachinery => k8s.io/apimachinery v0.36.4
