@@ -162,7 +162,7 @@ func TestSchedulerPerfShort(t *testing.T) {
 	err := cmd.Run()
 	t.Logf("short benchmark ran in %s", time.Since(start).Round(time.Second))
 	if err != nil {
-		t.Fatalf("short benchmark: %v\n%s", err, tail(out.String(), 150))
+		t.Fatalf("short benchmark: %v\n%s%s", err, raceReport(out.String()), tail(out.String(), 150))
 	}
 	for _, line := range strings.Split(out.String(), "\n") {
 		if strings.HasPrefix(line, "RESULT ") || strings.HasPrefix(line, "placement ") {
@@ -237,4 +237,20 @@ func TestNewestDataItemsIgnoresOlderRuns(t *testing.T) {
 	if want := filepath.Join(dir, "BenchmarkPerfScheduling_benchmark_ferry_new.json"); got != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
+}
+
+// raceReport is the first data race the race detector reported in out, if
+// any, with its accesses and goroutines: the tail of a failed run shows
+// only the end of the report.
+func raceReport(out string) string {
+	const mark = "WARNING: DATA RACE"
+	i := strings.Index(out, mark)
+	if i < 0 {
+		return ""
+	}
+	report := out[i:]
+	if end := strings.Index(report[len(mark):], "=================="); end >= 0 {
+		report = report[:len(mark)+end]
+	}
+	return report + "\n[... the run's last lines:]\n"
 }
