@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/miekg/dns"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
@@ -101,6 +102,10 @@ func (r instanceRecords) cluster(serviceDomain string) (Cluster, error) {
 	c.Instance = instance
 	// url.URL escapes the zone of a link-local IPv6 address (%25).
 	c.Endpoint = (&url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(int(r.Port)))}).String()
+	if _, err := url.Parse(c.Endpoint); err != nil {
+		// e.g. a link-local address whose zone no URL can carry.
+		return Cluster{}, fmt.Errorf("instance %q: SRV target %q: endpoint %s: %w", instance, r.Target, c.Endpoint, err)
+	}
 	return c, nil
 }
 
@@ -125,8 +130,10 @@ func endpointHost(target string, addrs []netip.Addr) (string, error) {
 		return "", fmt.Errorf("SRV target %q: no service there", target)
 	case !ok || !dns.IsFqdn(target):
 		return "", fmt.Errorf("SRV target %q: not a domain name", target)
-	case strings.ContainsAny(target, `\[]/@:`):
-		return "", fmt.Errorf("SRV target %q: not a host name", target)
+	}
+	// A DNS label may hold any byte; an endpoint's host may not.
+	if errs := validation.IsDNS1123Subdomain(strings.ToLower(strings.TrimSuffix(target, "."))); len(errs) > 0 {
+		return "", fmt.Errorf("SRV target %q: not a host name: %s", target, errs[0])
 	}
 	if !dns.IsSubDomain(LinkDomain, target) {
 		return strings.TrimSuffix(target, "."), nil
