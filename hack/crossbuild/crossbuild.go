@@ -22,3 +22,16 @@ func Build(ctx context.Context, pkg, goos, goarch, version, commit, out string) 
 	}
 	return nil
 }
+
+// Prepare empties the output folder out (removed, so nothing of a previous
+// run stays) and makes a scratch folder for the binaries; done removes it.
+func Prepare(out string) (scratch string, done func(), err error) {
+	if err := os.RemoveAll(out); err != nil {
+		return "", nil, fmt.Errorf("-out %s: %w", out, err)
+	}
+	scratch, err = os.MkdirTemp("", "ferry-build-")
+	if err != nil {
+		return "", nil, err
+	}
+	return scratch, func() { _ = os.RemoveAll(scratch) }, nil
+}

@@ -69,14 +69,11 @@ func run(ctx context.Context, opts options, out io.Writer) error {
 	if opts.pkg == "" {
 		opts.pkg = "./cmd/ferryctl"
 	}
-	work, err := os.MkdirTemp("", "ferry-dist-")
+	work, done, err := crossbuild.Prepare(opts.out)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
-	if err := os.RemoveAll(opts.out); err != nil {
-		return fmt.Errorf("-out %s: %w", opts.out, err)
-	}
+	defer done()
 	if err := os.MkdirAll(opts.out, 0o755); err != nil {
 		return fmt.Errorf("-out %s: %w", opts.out, err)
 	}

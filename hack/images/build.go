@@ -61,14 +61,11 @@ func run(ctx context.Context, opts options, out io.Writer) error {
 	if opts.pkgDir == "" {
 		opts.pkgDir = "cmd"
 	}
-	work, err := os.MkdirTemp("", "ferry-images-")
+	work, done, err := crossbuild.Prepare(opts.out)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
-	if err := os.RemoveAll(opts.out); err != nil {
-		return fmt.Errorf("-out %s: %w", opts.out, err)
-	}
+	defer done()
 	lp, err := layout.Write(opts.out, empty.Index)
 	if err != nil {
 		return fmt.Errorf("-out %s: %w", opts.out, err)
