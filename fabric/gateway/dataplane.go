@@ -120,7 +120,7 @@ func (d *DataPlane) Apply(plan Plan, key wgtypes.Key) (Applied, error) {
 	if err := overlay.SyncRoutes(d.NS, plan.TunnelRoutes(d.Tunnel())); err != nil {
 		return Applied{}, err
 	}
-	rules, err := nat.Apply(d.NS, plan.NAT(d.Table(), d.Tunnel()))
+	rules, err := nat.Apply(d.NS, plan.NAT(d.Table(), d.Tunnel(), d.VXLAN()))
 	if err != nil {
 		return Applied{}, err
 	}
@@ -166,6 +166,17 @@ func (d *DataPlane) Counters() (map[string]nat.Counters, error) {
 		return nil, nil
 	}
 	return nat.ReadCounters(d.NS, d.Table())
+}
+
+// ForwardDropped is what the forward filter has dropped: zero while there
+// is no tunnel.
+func (d *DataPlane) ForwardDropped() (nat.Dropped, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dev == nil {
+		return nat.Dropped{}, nil
+	}
+	return nat.ReadForwardDropped(d.NS, d.Table())
 }
 
 // Teardown removes everything the data plane made, including what a

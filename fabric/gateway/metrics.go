@@ -14,7 +14,7 @@ type collector struct {
 	r     *Reconciler
 	rules atomic.Int64
 
-	rxBytes, txBytes, rxPackets, txPackets, wgRx, wgTx, handshake, rtt, up, rulesDesc *prometheus.Desc
+	rxBytes, txBytes, rxPackets, txPackets, wgRx, wgTx, handshake, rtt, up, rulesDesc, dropped *prometheus.Desc
 }
 
 func newCollector(r *Reconciler) *collector {
@@ -30,13 +30,15 @@ func newCollector(r *Reconciler) *collector {
 		rtt:       prometheus.NewDesc("ferry_gateway_peer_round_trip_seconds", "Last measured round trip to the peer's gateway through the tunnel.", peer, nil),
 		up:        prometheus.NewDesc("ferry_gateway_peer_up", "1 when the tunnel to the peer had a handshake in the last 3 minutes.", peer, nil),
 		rulesDesc: prometheus.NewDesc("ferry_gateway_nat_rules", "nftables rules the gateway installed.", nil, nil),
+		dropped: prometheus.NewDesc("ferry_gateway_forward_dropped_packets_total",
+			"Packets the gateway's forward filter dropped: forwarded through the tunnel or from the nodes' overlay, or to or from this cluster's pods, but not between a peer's addresses and this cluster's (nftables counter).", nil, nil),
 	}
 }
 
 func (c *collector) setRules(n int) { c.rules.Store(int64(n)) }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.rxBytes, c.txBytes, c.rxPackets, c.txPackets, c.wgRx, c.wgTx, c.handshake, c.rtt, c.up, c.rulesDesc} {
+	for _, d := range []*prometheus.Desc{c.rxBytes, c.txBytes, c.rxPackets, c.txPackets, c.wgRx, c.wgTx, c.handshake, c.rtt, c.up, c.rulesDesc, c.dropped} {
 		ch <- d
 	}
 }
@@ -51,6 +53,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.rxPackets, prometheus.CounterValue, float64(n.RxPackets), peer)
 			ch <- prometheus.MustNewConstMetric(c.txPackets, prometheus.CounterValue, float64(n.TxPackets), peer)
 		}
+	}
+	if dropped, err := c.r.DataPlane.ForwardDropped(); err == nil {
+		ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(dropped.Packets))
 	}
 	dev, err := c.r.DataPlane.Device()
 	if err != nil || dev == nil {

@@ -65,9 +65,14 @@ func TestPlanFromNetworkConfigs(t *testing.T) {
 	if got := describeRanges(p.Addresses()); got != "10.71.0.0/16,10.72.0.1/32" {
 		t.Errorf("addresses %s", got)
 	}
-	rs := plan.NAT("ferry", "ferry-wg")
+	rs := plan.NAT("ferry", "ferry-wg", "ferry-vx")
 	if err := rs.Validate(); err != nil {
 		t.Fatal(err)
+	}
+	// The filter lets peers reach this cluster's pods and, since eu's
+	// ingress leads there, its API server (the kubernetes Service).
+	if got := describeRanges(rs.Local); got != "10.244.0.0/16,10.96.0.1/32" || rs.Overlay != "ferry-vx" {
+		t.Errorf("filter: local %s, overlay link %q", got, rs.Overlay)
 	}
 	np := rs.Peers[0]
 	if len(np.Egress) != 1 || np.Egress[0].String() != plan.Peers[0].LocalAtPeer.String() {
@@ -209,7 +214,7 @@ func FuzzPlanFromNetworkConfigs(f *testing.F) {
 			if p.Pods.From.Bits() != p.Pods.To.Bits() || p.LocalAtPeer.From.Bits() != p.LocalAtPeer.To.Bits() {
 				t.Fatalf("mappings of unequal sizes: %+v", p)
 			}
-			if err := plan.NAT("ferry", "ferry-wg").Validate(); err != nil && p.Pods.To.Addr().Is4() == p.LocalAtPeer.To.Addr().Is4() {
+			if err := plan.NAT("ferry", "ferry-wg", "ferry-vx").Validate(); err != nil && p.Pods.To.Addr().Is4() == p.LocalAtPeer.To.Addr().Is4() {
 				t.Fatalf("a planned peer gives an invalid ruleset: %v", err)
 			}
 		}

@@ -21,9 +21,16 @@ const KeepAlive = 10 * time.Second
 // connections from the tunnel translated from where the peer sees this
 // cluster (A, and this cluster's API server at the peer) to the real
 // addresses, and the source of new connections into the tunnel from this
-// cluster's pods to A.
-func (p Plan) NAT(table, tunnel string) nat.Ruleset {
-	rs := nat.Ruleset{Table: table, Tunnel: tunnel, ClampMSS: true}
+// cluster's pods to A. Its forward filter lets through only traffic
+// between the peers' addresses, by the tunnel, and this cluster's pods
+// (and API server, when a peer reaches it), by the overlay link from the
+// nodes; it drops and counts whatever else the gateway would forward.
+func (p Plan) NAT(table, tunnel, overlay string) nat.Ruleset {
+	rs := nat.Ruleset{Table: table, Tunnel: tunnel, Overlay: overlay, ClampMSS: true}
+	if p.LocalPods.IsValid() {
+		rs.Local = append(rs.Local, p.LocalPods.Masked())
+	}
+	apiServerReached := false
 	for _, peer := range p.Peers {
 		np := nat.Peer{Name: string(peer.ClusterID), Addresses: peer.Addresses()}
 		if !peer.LocalAtPeer.IsIdentity() {
@@ -36,9 +43,13 @@ func (p Plan) NAT(table, tunnel string) nat.Ruleset {
 			to := netip.PrefixFrom(p.APIServer, p.APIServer.BitLen())
 			if m, err := fabric.NewMapping(from, to); err == nil {
 				np.Ingress = append(np.Ingress, m)
+				apiServerReached = true
 			}
 		}
 		rs.Peers = append(rs.Peers, np)
+	}
+	if apiServerReached && !p.LocalPods.Contains(p.APIServer) {
+		rs.Local = append(rs.Local, netip.PrefixFrom(p.APIServer, p.APIServer.BitLen()))
 	}
 	return rs
 }

@@ -31,8 +31,34 @@
 // A filter chain in the forward hook counts, per peer, what the gateway
 // forwards from the peer out of the tunnel (Rx) and to the peer into it (Tx)
 // in named counter objects ("rx-<peer>", "tx-<peer>"), and optionally clamps
-// the MSS of TCP SYNs crossing the tunnel to the route's MTU. Its policy is
-// accept: the gateway is no firewall.
+// the MSS of TCP SYNs crossing the tunnel to the route's MTU.
+//
+// # Forward filter
+//
+// With Ruleset.Local set, the same chain is the gateway's forward filter.
+// It accepts only
+//
+//   - from the tunnel, a source among one peer's Addresses to a destination
+//     in Local (after ingress NAT: prerouting comes first), and
+//   - from the Overlay link (this cluster's nodes), a source in Local to a
+//     destination among one peer's Addresses (before egress NAT), into the
+//     tunnel.
+//
+// Both rules are stateless and symmetric, so they pass the replies of
+// connections started on either side as well (connection tracking has
+// reversed the NAT of a reply where the filter sees it, as for a first
+// packet). Whatever else the gateway would forward through the tunnel or
+// the Overlay link, or to or from a Local address, is dropped and counted
+// in the counter object "forward-dropped" (ReadForwardDropped): a host in
+// front of the gateway that routes the pod CIDR through it, a pod's packet
+// to anything but a peer, a peer's packet from outside its Addresses (which
+// WireGuard's allowed IPs drop before, this is the second line) or to
+// anything but Local, and one peer's traffic to another (no transit). The
+// chain's policy stays accept: forwarded traffic that touches none of these
+// (neither the tunnel, the Overlay link nor a Local address) is not the
+// gateway's and passes, and the hook sees neither the gateway's own traffic
+// (WireGuard's UDP, the VXLAN from the nodes, probes, metrics: input and
+// output) nor another namespace's.
 //
 // The translation uses the kernel's NETMAP mode of the nat expression
 // (NF_NAT_RANGE_NETMAP, nft's "snat ip prefix to"): the rule gives the
@@ -46,7 +72,9 @@ package nat
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -91,6 +119,16 @@ type Ruleset struct {
 	ClampMSS bool
 	// Peers are the remote clusters.
 	Peers []Peer
+	// Local are this cluster's addresses its peers reach, as they are once
+	// ingress NAT has translated them: its pod CIDR and, when a peer's
+	// Ingress leads there, its API server. Set, they make the forward chain
+	// the gateway's filter (see the package documentation); empty, the
+	// chain only counts and clamps.
+	Local []netip.Prefix
+	// Overlay is the link the cluster's nodes send traffic for the peers in
+	// by (the gateway's VXLAN link): with Local, the only one the filter
+	// accepts traffic into the tunnel from.
+	Overlay string
 }
 
 // Counters are what the gateway forwarded for one peer.
@@ -111,6 +149,9 @@ const (
 
 	rxPrefix = "rx-"
 	txPrefix = "tx-"
+	// forwardDropped counts what the forward filter drops. It starts with
+	// neither prefix, so no peer's counters take its name.
+	forwardDropped = "forward-dropped"
 )
 
 // applyAttempts bounds how often Apply reads the table and sends its
@@ -173,6 +214,9 @@ func applyOnce(c *nftables.Conn, rs Ruleset, hook func(*nftables.Conn, *nftables
 		wantCounters[rxPrefix+p.Name] = true
 		wantCounters[txPrefix+p.Name] = true
 	}
+	if rs.filters() {
+		wantCounters[forwardDropped] = true
+	}
 
 	// Creating an existing table is a no-op; flushing it deletes every
 	// rule, which releases the chains, sets and objects they use.
@@ -206,11 +250,9 @@ func applyOnce(c *nftables.Conn, rs Ruleset, hook func(*nftables.Conn, *nftables
 	for _, name := range []string{chainPrerouting, chainPostrouting, chainForward} {
 		c.AddChain(want[name])
 	}
-	for _, p := range rs.Peers {
-		for _, name := range []string{rxPrefix + p.Name, txPrefix + p.Name} {
-			if !keptCounters[name] {
-				c.AddObj(&nftables.NamedObj{Table: table, Name: name, Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}})
-			}
+	for _, name := range slices.Sorted(maps.Keys(wantCounters)) {
+		if !keptCounters[name] {
+			c.AddObj(&nftables.NamedObj{Table: table, Name: name, Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}})
 		}
 	}
 	rules := buildRules(rs, want)
@@ -330,6 +372,50 @@ func Remove(ns *netns.Namespace, table string) error {
 // name. A missing table is an error that matches fs.ErrNotExist (and
 // unix.ENOENT).
 func ReadCounters(ns *netns.Namespace, table string) (map[string]Counters, error) {
+	counters, err := readCounterObjects(ns, table)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Counters{}
+	for name, cnt := range counters {
+		switch {
+		case strings.HasPrefix(name, rxPrefix):
+			peer := strings.TrimPrefix(name, rxPrefix)
+			v := out[peer]
+			v.RxPackets, v.RxBytes = cnt.Packets, cnt.Bytes
+			out[peer] = v
+		case strings.HasPrefix(name, txPrefix):
+			peer := strings.TrimPrefix(name, txPrefix)
+			v := out[peer]
+			v.TxPackets, v.TxBytes = cnt.Packets, cnt.Bytes
+			out[peer] = v
+		}
+	}
+	return out, nil
+}
+
+// Dropped is what the forward filter dropped.
+type Dropped struct {
+	Packets, Bytes uint64
+}
+
+// ReadForwardDropped returns what the table's forward filter has dropped
+// (see Ruleset.Local); zero when the table does not filter. A missing
+// table is an error that matches fs.ErrNotExist (and unix.ENOENT).
+func ReadForwardDropped(ns *netns.Namespace, table string) (Dropped, error) {
+	counters, err := readCounterObjects(ns, table)
+	if err != nil {
+		return Dropped{}, err
+	}
+	c, ok := counters[forwardDropped]
+	if !ok {
+		return Dropped{}, nil
+	}
+	return Dropped{Packets: c.Packets, Bytes: c.Bytes}, nil
+}
+
+// readCounterObjects returns the table's counter objects by name.
+func readCounterObjects(ns *netns.Namespace, table string) (map[string]*expr.Counter, error) {
 	if ns == nil {
 		return nil, errors.New("nat: read counters: no network namespace")
 	}
@@ -346,27 +432,14 @@ func ReadCounters(ns *netns.Namespace, table string) (map[string]Counters, error
 	if err != nil {
 		return nil, fmt.Errorf("nat: read counters of table %s in %s: %w", table, ns, err)
 	}
-	out := map[string]Counters{}
+	out := map[string]*expr.Counter{}
 	for _, o := range objs {
 		named, ok := o.(*nftables.NamedObj)
 		if !ok || named.Type != nftables.ObjTypeCounter {
 			continue
 		}
-		cnt, ok := named.Obj.(*expr.Counter)
-		if !ok {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(named.Name, rxPrefix):
-			peer := strings.TrimPrefix(named.Name, rxPrefix)
-			v := out[peer]
-			v.RxPackets, v.RxBytes = cnt.Packets, cnt.Bytes
-			out[peer] = v
-		case strings.HasPrefix(named.Name, txPrefix):
-			peer := strings.TrimPrefix(named.Name, txPrefix)
-			v := out[peer]
-			v.TxPackets, v.TxBytes = cnt.Packets, cnt.Bytes
-			out[peer] = v
+		if cnt, ok := named.Obj.(*expr.Counter); ok {
+			out[named.Name] = cnt
 		}
 	}
 	return out, nil

@@ -118,22 +118,73 @@ func buildRules(rs Ruleset, chains map[string]*nftables.Chain) []*nftables.Rule 
 		add(chainForward, "ferry: clamp the MSS of SYNs from the tunnel",
 			matchIfname(expr.MetaKeyIIFNAME, rs.Tunnel), clampMSS())
 	}
+	if !rs.filters() {
+		for _, p := range rs.Peers {
+			for _, a := range p.Addresses {
+				f := familyOf(a)
+				add(chainForward, fmt.Sprintf("ferry peer %s: from %s", p.Name, a),
+					matchNFProto(f),
+					matchIfname(expr.MetaKeyIIFNAME, rs.Tunnel),
+					matchPrefix(f.saddrOff, a),
+					countInto(rxPrefix+p.Name))
+				add(chainForward, fmt.Sprintf("ferry peer %s: to %s", p.Name, a),
+					matchNFProto(f),
+					matchIfname(expr.MetaKeyOIFNAME, rs.Tunnel),
+					matchPrefix(f.daddrOff, a),
+					countInto(txPrefix+p.Name))
+			}
+		}
+		return rules
+	}
+
+	// The forward filter: count and accept each peer's traffic with this
+	// cluster, then drop and count the rest of what is the gateway's.
 	for _, p := range rs.Peers {
 		for _, a := range p.Addresses {
 			f := familyOf(a)
-			add(chainForward, fmt.Sprintf("ferry peer %s: from %s", p.Name, a),
-				matchNFProto(f),
-				matchIfname(expr.MetaKeyIIFNAME, rs.Tunnel),
-				matchPrefix(f.saddrOff, a),
-				countInto(rxPrefix+p.Name))
-			add(chainForward, fmt.Sprintf("ferry peer %s: to %s", p.Name, a),
-				matchNFProto(f),
-				matchIfname(expr.MetaKeyOIFNAME, rs.Tunnel),
-				matchPrefix(f.daddrOff, a),
-				countInto(txPrefix+p.Name))
+			for _, l := range rs.Local {
+				if !sameFamily(a, l) {
+					continue
+				}
+				add(chainForward, fmt.Sprintf("ferry peer %s: accept from %s to %s", p.Name, a, l),
+					matchNFProto(f),
+					matchIfname(expr.MetaKeyIIFNAME, rs.Tunnel),
+					matchPrefix(f.saddrOff, a),
+					matchPrefix(f.daddrOff, l),
+					countInto(rxPrefix+p.Name),
+					verdict(expr.VerdictAccept))
+				add(chainForward, fmt.Sprintf("ferry peer %s: accept from %s to %s", p.Name, l, a),
+					matchNFProto(f),
+					matchIfname(expr.MetaKeyIIFNAME, rs.Overlay),
+					matchIfname(expr.MetaKeyOIFNAME, rs.Tunnel),
+					matchPrefix(f.saddrOff, l),
+					matchPrefix(f.daddrOff, a),
+					countInto(txPrefix+p.Name),
+					verdict(expr.VerdictAccept))
+			}
 		}
 	}
+	drop := func(what string, match ...[]expr.Any) {
+		add(chainForward, "ferry: drop what else is forwarded "+what, append(match, countInto(forwardDropped), verdict(expr.VerdictDrop))...)
+	}
+	for _, link := range []string{rs.Tunnel, rs.Overlay} {
+		drop("from "+link, matchIfname(expr.MetaKeyIIFNAME, link))
+		drop("to "+link, matchIfname(expr.MetaKeyOIFNAME, link))
+	}
+	for _, l := range rs.Local {
+		f := familyOf(l)
+		drop(fmt.Sprintf("to %s", l), matchNFProto(f), matchPrefix(f.daddrOff, l))
+		drop(fmt.Sprintf("from %s", l), matchNFProto(f), matchPrefix(f.saddrOff, l))
+	}
 	return rules
+}
+
+// filters reports whether rs makes the forward chain a filter.
+func (rs Ruleset) filters() bool { return len(rs.Local) > 0 }
+
+// verdict ends the chain for the packet: accept or drop.
+func verdict(kind expr.VerdictKind) []expr.Any {
+	return []expr.Any{&expr.Verdict{Kind: kind}}
 }
 
 // matchNFProto matches packets of family f.

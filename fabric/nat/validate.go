@@ -37,6 +37,18 @@ func (rs Ruleset) Validate() error {
 	if err := checkIfname(rs.Tunnel); err != nil {
 		fail("Tunnel %w", err)
 	}
+	for i, l := range rs.Local {
+		if err := checkPrefix(l); err != nil {
+			fail("Local[%d] %w", i, err)
+		}
+	}
+	if rs.filters() {
+		if err := checkIfname(rs.Overlay); err != nil {
+			fail("Overlay %w (the filter, on with Local, needs it)", err)
+		} else if rs.Overlay == rs.Tunnel {
+			fail("Overlay %q: the same link as Tunnel", rs.Overlay)
+		}
+	}
 
 	type owned struct {
 		field string

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables/expr"
+
 	"github.com/ferry-io/ferry/fabric"
 )
 
@@ -116,6 +118,18 @@ func TestValidate(t *testing.T) {
 			rs.Peers[0].Egress = append(rs.Peers[0].Egress, mapping("10.244.1.0/24", "10.75.1.0/24"))
 		}, want: []string{"Peers[0].Egress[2] 10.244.1.0/24->10.75.1.0/24: From overlaps that of Peers[0].Egress[0] (10.244.0.0/16)"}},
 
+		{name: "filter", change: func(rs *Ruleset) {
+			rs.Local, rs.Overlay = prefixes("10.244.0.0/16", "10.96.0.1/32", "fd44::/64"), "vx0"
+		}},
+		{name: "filter without an overlay link", change: func(rs *Ruleset) { rs.Local = prefixes("10.244.0.0/16") },
+			want: []string{"Overlay is empty (the filter, on with Local, needs it)"}},
+		{name: "filter with the tunnel as overlay link", change: func(rs *Ruleset) {
+			rs.Local, rs.Overlay = prefixes("10.244.0.0/16"), rs.Tunnel
+		}, want: []string{`Overlay "wg0": the same link as Tunnel`}},
+		{name: "local prefix with host bits", change: func(rs *Ruleset) {
+			rs.Local, rs.Overlay = prefixes("10.244.0.0/16", "10.96.0.1/24"), "vx0"
+		}, want: []string{"Local[1] 10.96.0.1/24: host bits set"}},
+
 		{name: "every problem is reported", change: func(rs *Ruleset) {
 			rs.Table, rs.Tunnel = "", ""
 			rs.Peers[1].Name = "east"
@@ -180,6 +194,28 @@ func TestBuildRules(t *testing.T) {
 		if count[chain] != n {
 			t.Errorf("%s: %d rules, want %d", chain, count[chain], n)
 		}
+	}
+
+	// With the filter: an accept each way for every address of a peer and
+	// local prefix of one family, then drops from and to the tunnel and
+	// the overlay link, and to and from each local prefix.
+	rs.Local, rs.Overlay = prefixes("10.244.0.0/16", "fd44::/64"), "vx0"
+	count = map[string]int{}
+	verdicts := map[expr.VerdictKind]int{}
+	for _, r := range buildRules(rs, chains) {
+		count[r.Chain.Name]++
+		for _, e := range r.Exprs {
+			if v, ok := e.(*expr.Verdict); ok {
+				verdicts[v.Kind]++
+			}
+		}
+	}
+	accepts, drops := 2*(3+1), 4+2*2
+	if n := 2 + accepts + drops; count[chainForward] != n {
+		t.Errorf("filtering %s: %d rules, want %d", chainForward, count[chainForward], n)
+	}
+	if verdicts[expr.VerdictAccept] != accepts || verdicts[expr.VerdictDrop] != drops {
+		t.Errorf("verdicts %v, want %d accept and %d drop", verdicts, accepts, drops)
 	}
 }
 

@@ -31,6 +31,10 @@ type Cluster struct {
 	// Pods are the cluster's pods, gateways included, in the order added.
 	Pods []*Pod
 
+	// Outsiders are the hosts on the cluster's side of the WAN that are
+	// no gateway, in the order added.
+	Outsiders []*Outsider
+
 	lab      *Lab
 	podSeq   int  // numbers the pods' links
 	gateways int  // gateways added, numbers their WAN addresses
@@ -376,7 +380,7 @@ func (c *Cluster) addPod(n int, name string, ip netip.Addr, gateway bool) (*Pod,
 	}
 	pod := &Pod{Name: name, IP: ip, Node: node}
 	if gateway {
-		if c.gateways >= 253 {
+		if c.gateways+len(c.Outsiders) >= 253 {
 			return nil, fmt.Errorf("netlab: add gateway %s/%s: no more WAN addresses", c.Name, name)
 		}
 		pod.WANIP = addr4(198, 19, c.Index, c.gateways+2)
@@ -467,24 +471,34 @@ func (c *Cluster) plug(pod *Pod) error {
 		return err
 	}
 
+	wanEnd := fmt.Sprintf("%sc%dg%d", l.Prefix, c.Index, c.podSeq-1)
+	return c.plugWAN(pod.NS, wanEnd, pod.WANIP, "net/ipv4/conf/eth0/rp_filter", "0", "net/ipv4/conf/wan/rp_filter", "0")
+}
+
+// plugWAN joins ns to the cluster's bridge in the WAN namespace (made
+// with the first host on it, <prefix>w<cluster>, 198.19.<cluster>.1/24) by
+// a veth whose WAN end is wanEnd and whose end in ns, wan, has the address
+// a/24 and a route to 198.19.0.0/16 via the WAN; sysctls are set in ns
+// after.
+func (c *Cluster) plugWAN(ns *netns.Namespace, wanEnd string, a netip.Addr, sysctlKV ...string) error {
+	l := c.lab
 	bridge := fmt.Sprintf("%sw%d", l.Prefix, c.Index)
 	wanGW := addr4(198, 19, c.Index, 1)
-	wanEnd := fmt.Sprintf("%sc%dg%d", l.Prefix, c.Index, c.podSeq-1)
-	err = inNS(l.WAN, func() error {
+	err := inNS(l.WAN, func() error {
 		if !c.wanUp {
 			if err := addBridge(bridge, wanGW); err != nil {
 				return err
 			}
 			c.wanUp = true
 		}
-		_, err := addVeth(wanEnd, "wan", pod.NS, bridge)
+		_, err := addVeth(wanEnd, "wan", ns, bridge)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("WAN: %w", err)
 	}
-	err = inNS(pod.NS, func() error {
-		link, err := upWithAddr("wan", pod.WANIP, 24)
+	err = inNS(ns, func() error {
+		link, err := upWithAddr("wan", a, 24)
 		if err != nil {
 			return err
 		}
@@ -492,19 +506,16 @@ func (c *Cluster) plug(pod *Pod) error {
 		if err != nil {
 			return fmt.Errorf("route %s via %s: %w", WANRange, wanGW, err)
 		}
-		return sysctls(
-			"net/ipv4/conf/eth0/rp_filter", "0",
-			"net/ipv4/conf/wan/rp_filter", "0",
-		)
+		return sysctls(sysctlKV...)
 	})
 	if err == nil {
 		err = waitUp(l.WAN, wanEnd, bridge)
 	}
 	if err == nil {
-		err = waitUp(pod.NS, "wan")
+		err = waitUp(ns, "wan")
 	}
 	if err == nil {
-		err = ping(pod.NS, wanGW)
+		err = ping(ns, wanGW)
 	}
 	return err
 }

@@ -8,21 +8,26 @@
 // by a veth (eth0, a /32 and a link-local next hop, Calico style). A
 // gateway pod has a second interface, "wan", to the WAN namespace: it
 // stands for the LoadBalancer or NodePort path to the gateway's endpoint.
+// An outsider (AddOutsider) is a host on that side of the WAN that is
+// neither a gateway nor a peer.
 //
 // Address plan (IPv4 only; cluster index i = 0, 1, ... in AddCluster order):
 //
 //	198.18.i.0/24     cluster i's underlay: router 198.18.i.254, node k 198.18.i.(k+1)
 //	pod subnets       as given to AddCluster; clusters may share them
 //	169.254.1.1       every pod's default next hop (proxied by its node)
-//	198.19.i.0/24     cluster i's side of the WAN: WAN 198.19.i.1, gateway g 198.19.i.(g+2)
+//	198.19.i.0/24     cluster i's side of the WAN: WAN 198.19.i.1, gateway g 198.19.i.(g+2),
+//	                  outsider k 198.19.i.(254-k)
 //
-// Links (P is the lab's prefix, i the cluster's index, k a node's, j a
-// pod's number in its cluster, in the order added):
+// Links (P is the lab's prefix, i the cluster's index, k a node's or an
+// outsider's, j a pod's number in its cluster, in the order added):
 //
 //	router  Pc<i> (bridge), Pc<i>r<k> (port to node k)
 //	node k  Pc<i>n<k> (to the router), Pc<i>p<j> (to pod j)
 //	pod     eth0 (to its node), wan (a gateway's, to the WAN)
-//	WAN     Pw<i> (bridge of cluster i's gateways), Pc<i>g<j> (port to gateway pod j)
+//	WAN     Pw<i> (bridge of cluster i's gateways and outsiders), Pc<i>g<j> (port to
+//	        gateway pod j), Pc<i>o<k> (port to outsider k)
+//	outsider wan (to the WAN)
 //
 // AddCluster, AddPod and AddGateway return once the new links carry
 // packets (see ready.go), so that a test's first connection does not wait

@@ -200,6 +200,45 @@ func TestClusters(t *testing.T) {
 		}
 	})
 
+	t.Run("Outsider", func(t *testing.T) {
+		// A host on east's side of the WAN that is no gateway, at the top
+		// of the subnet: the gateways reach it (it refuses, serving
+		// nothing), the pods do not.
+		out, err := east.AddOutsider("out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.IP != addr("198.19.0.254") || out.Cluster != east || len(east.Outsiders) != 1 {
+			t.Errorf("outsider %s, want 198.19.0.254 in east", out)
+		}
+		for _, name := range []string{"out", ""} {
+			if _, err := east.AddOutsider(name); err == nil {
+				t.Errorf("AddOutsider(%q) succeeded", name)
+			}
+		}
+		if got := len(east.Outsiders); got != 1 {
+			t.Errorf("%d outsiders after the failed adds, want 1", got)
+		}
+		for _, gw := range []*netlab.Pod{egw, wgw} {
+			_, err := gw.SeenAs(timeout(t, 5*time.Second), at(out.IP, 8081))
+			if !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Errorf("%s to %s:8081: %v, want connection refused", gw, out, err)
+			}
+		}
+		if conn, err := ea.Dial(timeout(t, 2*time.Second), at(out.IP, 8081)); err == nil || errors.Is(err, syscall.ECONNREFUSED) {
+			if conn != nil {
+				conn.Close()
+			}
+			t.Errorf("%s reached %s: %v", ea, out, err)
+		}
+		if err := out.RouteVia(subnet0, egw.WANIP); err != nil {
+			t.Error(err)
+		}
+		if err := out.RouteVia(subnet0, egw.WANIP); err == nil {
+			t.Error("the same route twice: no error")
+		}
+	})
+
 	t.Run("SecondGateway", func(t *testing.T) {
 		gw2 := addGateway(t, east, 1, "gw2", "10.244.1.101")
 		if gw2.WANIP != addr("198.19.0.3") {
@@ -306,6 +345,10 @@ func TestClose(t *testing.T) {
 	c := addCluster(t, l, "c", subnet0, subnet1)
 	p := addPod(t, c, 0, "p", "10.244.0.5")
 	gw := addGateway(t, c, 1, "gw", "10.244.1.5")
+	out, err := c.AddOutsider("out")
+	if err != nil {
+		t.Fatal(err)
+	}
 	stop, err := p.ServeEcho(8080) // left running: Close stops it
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +360,7 @@ func TestClose(t *testing.T) {
 		t.Errorf("the creating namespace changed:\nbefore %q\nduring %q", before, during)
 	}
 
-	nss := []*netns.Namespace{l.WAN, c.Router, c.Nodes[0].NS, c.Nodes[1].NS, p.NS, gw.NS}
+	nss := []*netns.Namespace{l.WAN, c.Router, c.Nodes[0].NS, c.Nodes[1].NS, p.NS, gw.NS, out.NS}
 	var inodes []string
 	for _, ns := range nss {
 		inodes = append(inodes, inode(t, ns))
