@@ -134,10 +134,12 @@ type Ruleset struct {
 // Counters are what the gateway forwarded for one peer.
 type Counters struct {
 	// RxPackets and RxBytes count packets forwarded from the tunnel with a
-	// source among the peer's addresses.
+	// source among the peer's addresses (with the forward filter: those it
+	// accepts, to a Local address).
 	RxPackets, RxBytes uint64
 	// TxPackets and TxBytes count packets forwarded into the tunnel to one
-	// of the peer's addresses.
+	// of the peer's addresses (with the forward filter: those it accepts,
+	// from a Local address by the Overlay link).
 	TxPackets, TxBytes uint64
 }
 
