@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -98,7 +99,22 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 	}
 	mutated := pod.DeepCopy()
 	Apply(mutated, Policy{Strategy: strategy, ClusterSelector: nso.Spec.ClusterSelector, SchedulerName: nso.Spec.SchedulerName})
-	return admission.Patched("", patchOps(pod, mutated)...)
+	return admission.Patched("", patchOps(pod, mutated)...).WithWarnings(sameStrategyWarnings(req.Namespace, nso.Spec.PodOffloadingStrategy, pod.Annotations)...)
+}
+
+// sameStrategyWarnings warns about a pod's ferry.io/pod-offloading-strategy
+// that asks for its namespace's own strategy: it narrows nothing, so it
+// changes nothing (and would not follow a later change of the namespace's).
+func sameStrategyWarnings(namespace string, nsStrategy ferryv1alpha1.PodOffloadingStrategy, annotations map[string]string) []string {
+	if nsStrategy == "" {
+		nsStrategy = ferryv1alpha1.PodOffloadingLocalAndRemote // the API's default
+	}
+	asked, ok := annotations[placement.AnnotationPodOffloadingStrategy]
+	if !ok || ferryv1alpha1.PodOffloadingStrategy(asked) != nsStrategy {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: %q has no effect: it is namespace %s's podOffloadingStrategy already; a pod's annotation can only narrow it (LocalAndRemote to Local or Remote)",
+		field.NewPath("metadata", "annotations").Key(placement.AnnotationPodOffloadingStrategy), asked, namespace)}
 }
 
 // patchOps are the JSON patch operations turning pod into mutated, for the

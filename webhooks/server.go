@@ -32,6 +32,7 @@ import (
 const (
 	PathMutatePod                   = "/mutate-pod"
 	PathValidatePod                 = "/validate-pod"
+	PathWarnPod                     = "/warn-pod"
 	PathMutatePVC                   = "/mutate-pvc"
 	PathValidatePVC                 = "/validate-pvc"
 	PathValidateNamespaceOffloading = "/validate-namespaceoffloading"
@@ -139,6 +140,7 @@ func Register(mgr ctrl.Manager) {
 	c := mgr.GetClient()
 	srv.Register(PathMutatePod, &webhook.Admission{Handler: &PodMutator{Reader: c}})
 	srv.Register(PathValidatePod, &webhook.Admission{Handler: &AnnotationValidator{Kind: "Pod", Reader: c, Decoder: dec}})
+	srv.Register(PathWarnPod, &webhook.Admission{Handler: &PodAnnotationWarner{Reader: c}})
 	srv.Register(PathMutatePVC, &webhook.Admission{Handler: &PVCMutator{Reader: c, Decoder: dec}})
 	srv.Register(PathValidatePVC, &webhook.Admission{Handler: &AnnotationValidator{Kind: "PersistentVolumeClaim", Reader: c, Decoder: dec}})
 	srv.Register(PathValidateNamespaceOffloading, &webhook.Admission{Handler: &NamespaceOffloadingValidator{Decoder: dec}})

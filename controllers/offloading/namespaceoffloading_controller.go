@@ -34,7 +34,8 @@ import (
 // a NamespaceOffloading to the providers its clusterSelector picks: it asks
 // each for a twin namespace (a TwinNamespace in this consumer's tenant
 // namespace there), reports the providers' answers in the status, and marks
-// the namespace ferry.io/offloading-enabled. A provider that is no longer
+// the namespace ferry.io/offloading-enabled unless every selected provider
+// refused its twin. A provider that is no longer
 // selected, and every provider when the NamespaceOffloading is deleted, is
 // drained first (the namespace's pods on its virtual node deleted and gone)
 // and only then loses the twin namespace.
@@ -140,9 +141,6 @@ func (r *NamespaceOffloadingReconciler) Reconcile(ctx context.Context, req ctrl.
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
-	if err := r.setNamespaceLabel(ctx, nso.Namespace, true); err != nil {
-		return ctrl.Result{}, err
-	}
 	nodes, err := r.virtualNodes(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -173,6 +171,14 @@ func (r *NamespaceOffloadingReconciler) Reconcile(ctx context.Context, req ctrl.
 	}
 	status.Clusters = sortedClusters(clusters)
 	setOffloadingConditions(status, &nso.Spec, selected, want, nso.Generation)
+	// The label follows the providers' answers: a namespace every selected
+	// provider refused (a twin name taken there, reserved...) is left as it
+	// was, its new pods placed on this cluster's nodes, not sent to virtual
+	// nodes where they could never run; the label comes back once a
+	// provider gives the twin (the refusal is looked at again).
+	if err := r.setNamespaceLabel(ctx, nso.Namespace, !everySelectedFailed(status.Clusters, selected)); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.writeStatus(ctx, &nso, status); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -61,13 +61,35 @@ func setOffloadingConditions(status *ferryv1alpha1.NamespaceOffloadingStatus, sp
 		if failure != nil && failure.Reason != "" {
 			reason = failure.Reason // e.g. NamespaceConflict: the provider's own word
 		}
-		set(ferryv1alpha1.NamespaceOffloadingReady, metav1.ConditionFalse, reason, "failed: "+strings.Join(failed, "; "))
+		msg := "failed: " + strings.Join(failed, "; ")
+		if everySelectedFailed(status.Clusters, selected) {
+			msg += fmt.Sprintf("; the namespace is not labelled %s, so its new pods run on this cluster's nodes; the offloading proceeds once a provider gives the twin namespace",
+				ferryv1alpha1.LabelOffloadingEnabled)
+		}
+		set(ferryv1alpha1.NamespaceOffloadingReady, metav1.ConditionFalse, reason, msg)
 	case len(waiting) > 0:
 		set(ferryv1alpha1.NamespaceOffloadingReady, metav1.ConditionFalse, ReasonClustersNotReady, "waiting for "+strings.Join(waiting, "; "))
 	default:
 		set(ferryv1alpha1.NamespaceOffloadingReady, metav1.ConditionTrue, ReasonReady, fmt.Sprintf(
 			"twin namespace %s ready in %s; pods: %s", want, joinIDs(selected), podPlacement(spec.PodOffloadingStrategy)))
 	}
+}
+
+// everySelectedFailed tells whether every selected cluster refused the
+// twin namespace (phase Failed), so that no pod of the namespace can run
+// remotely. With none selected it is false: the namespace waits for a
+// provider to peer or to match, as its policy says.
+func everySelectedFailed(clusters []ferryv1alpha1.ClusterOffloadingStatus, selected []ferryv1alpha1.ClusterID) bool {
+	if len(selected) == 0 {
+		return false
+	}
+	for _, id := range selected {
+		i := slices.IndexFunc(clusters, func(c ferryv1alpha1.ClusterOffloadingStatus) bool { return c.ClusterID == id })
+		if i < 0 || clusters[i].Phase != ferryv1alpha1.OffloadingFailed {
+			return false
+		}
+	}
+	return true
 }
 
 // podPlacement says in words where podOffloadingStrategy lets pods run.

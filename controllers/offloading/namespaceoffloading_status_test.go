@@ -63,6 +63,11 @@ func TestSetOffloadingConditions(t *testing.T) {
 			clusters: []ferryv1alpha1.ClusterOffloadingStatus{clusterIn("a", "shop", ferryv1alpha1.OffloadingReady, metav1.ConditionTrue, "Ready", ""), clusterIn("b", "shop", ferryv1alpha1.OffloadingFailed, metav1.ConditionFalse, ReasonNamespaceConflict, "namespace shop exists and was not made for consumer home")},
 			want:     "False/NamespaceConflict/failed: b (Failed, NamespaceConflict: namespace shop exists", wantSelected: "True/ClustersSelected/a, b",
 		},
+		"every selected cluster refused: the message says new pods stay on this cluster": {
+			spec: ferryv1alpha1.NamespaceOffloadingSpec{NamespaceMappingStrategy: ferryv1alpha1.NamespaceMappingEnforceSameName}, selected: ids("b"),
+			clusters: []ferryv1alpha1.ClusterOffloadingStatus{clusterIn("b", "shop", ferryv1alpha1.OffloadingFailed, metav1.ConditionFalse, ReasonNamespaceConflict, "namespace shop exists")},
+			want:     "False/NamespaceConflict/the namespace is not labelled ferry.io/offloading-enabled, so its new pods run on this cluster's nodes", wantSelected: "True/ClustersSelected/b",
+		},
 		"a changed mapping strategy is reported, not acted on": {
 			spec: ferryv1alpha1.NamespaceOffloadingSpec{NamespaceMappingStrategy: ferryv1alpha1.NamespaceMappingEnforceSameName}, selected: ids("a"),
 			clusters: []ferryv1alpha1.ClusterOffloadingStatus{ready("a")},
@@ -119,4 +124,32 @@ func ids(s ...string) []ferryv1alpha1.ClusterID {
 		out[i] = ferryv1alpha1.ClusterID(id)
 	}
 	return out
+}
+
+// TestEverySelectedFailedKeepsTheLabelWhileAnyProviderMayTakePods protects
+// the rule the namespace's ferry.io/offloading-enabled label follows: off
+// only when no selected provider can run its pods.
+func TestEverySelectedFailedKeepsTheLabelWhileAnyProviderMayTakePods(t *testing.T) {
+	failed := func(id string) ferryv1alpha1.ClusterOffloadingStatus {
+		return clusterIn(id, "shop", ferryv1alpha1.OffloadingFailed, metav1.ConditionFalse, ReasonNamespaceConflict, "taken")
+	}
+	pending := clusterIn("b", "shop", ferryv1alpha1.OffloadingPending, metav1.ConditionUnknown, ReasonWaitingForProvider, "")
+	ready := clusterIn("b", "shop", ferryv1alpha1.OffloadingReady, metav1.ConditionTrue, ReasonReady, "")
+	for name, tc := range map[string]struct {
+		clusters []ferryv1alpha1.ClusterOffloadingStatus
+		selected []ferryv1alpha1.ClusterID
+		want     bool
+	}{
+		"the only selected cluster refused":                {[]ferryv1alpha1.ClusterOffloadingStatus{failed("a")}, ids("a"), true},
+		"both selected clusters refused":                   {[]ferryv1alpha1.ClusterOffloadingStatus{failed("a"), failed("b")}, ids("a", "b"), true},
+		"one refused, one Ready":                           {[]ferryv1alpha1.ClusterOffloadingStatus{failed("a"), ready}, ids("a", "b"), false},
+		"one refused, one not answered yet":                {[]ferryv1alpha1.ClusterOffloadingStatus{failed("a"), pending}, ids("a", "b"), false},
+		"a selected cluster not asked yet":                 {[]ferryv1alpha1.ClusterOffloadingStatus{failed("a")}, ids("a", "b"), false},
+		"the refusing cluster is no longer selected":       {[]ferryv1alpha1.ClusterOffloadingStatus{failed("a"), ready}, ids("b"), false},
+		"nothing selected: waits for a provider, labelled": {nil, nil, false},
+	} {
+		if got := everySelectedFailed(tc.clusters, tc.selected); got != tc.want {
+			t.Errorf("%s: everySelectedFailed = %t, want %t", name, got, tc.want)
+		}
+	}
 }

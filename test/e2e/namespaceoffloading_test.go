@@ -259,6 +259,63 @@ var _ = Describe("Namespace offloading", Label("offloading"), Ordered, func() {
 		Expect(providers[eu].Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "precious"}, &corev1.ConfigMap{})).To(Succeed())
 	})
 
+	It("leaves a namespace whose twin name is taken as it was, tells its pods why, and proceeds once the name is free", func(ctx context.Context) {
+		ns := framework.CreateNamespace(ctx, consumer, "conflict")
+		theirs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"owner": "someone-else"}}}
+		Expect(providers[eu].Client.Create(ctx, theirs)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(providers[eu].Client.Delete(ctx, theirs))).To(Succeed())
+		})
+
+		offload(ctx, ns, ferryv1alpha1.NamespaceOffloadingSpec{NamespaceMappingStrategy: ferryv1alpha1.NamespaceMappingEnforceSameName, ClusterSelector: gold})
+		Eventually(func(g Gomega) {
+			nso := offloadingOf(ctx, g, ns)
+			g.Expect(nso.Status.Clusters).To(ConsistOf(And(HaveField("ClusterID", eu), HaveField("Phase", ferryv1alpha1.OffloadingFailed))))
+			ready := meta.FindStatusCondition(nso.Status.Conditions, ferryv1alpha1.NamespaceOffloadingReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Reason).To(Equal(nsoffloading.ReasonNamespaceConflict))
+			g.Expect(offloadingLabel(ctx, g, ns)).NotTo(HaveKey(ferryv1alpha1.LabelOffloadingEnabled),
+				"a namespace no provider gives a twin to is left unlabelled: the webhooks send no new pod to a virtual node")
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(offloadingLabel(ctx, g, ns)).NotTo(HaveKey(ferryv1alpha1.LabelOffloadingEnabled))
+		}).WithContext(ctx).WithTimeout(3*time.Second).Should(Succeed(), "the label does not come back while the conflict lasts")
+
+		By("a pod bound to eu's virtual node anyway is told the real reason")
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: ns},
+			Spec: corev1.PodSpec{NodeName: peering.VirtualNodeName(eu),
+				Tolerations: []corev1.Toleration{{Key: ferryv1alpha1.TaintVirtualNode, Operator: corev1.TolerationOpExists}},
+				Containers:  []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}},
+		}
+		Eventually(func() error { return consumer.Client.Create(ctx, pod) }).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+			g.Expect(pod.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", corev1.PodConditionType(ferryv1alpha1.PodConditionOffloaded)), HaveField("Status", corev1.ConditionFalse),
+				HaveField("Message", And(
+					ContainSubstring("NamespaceOffloading "+ns+"/"+ferryv1alpha1.NamespaceOffloadingName),
+					ContainSubstring("cluster eu refused twin namespace "+ns),
+					ContainSubstring("(NamespaceConflict)"),
+					Not(ContainSubstring("offload it with a NamespaceOffloading")))))))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+
+		By("removing the provider's namespace: the offloading proceeds by itself")
+		Expect(providers[eu].Client.Delete(ctx, theirs)).To(Succeed())
+		// A refused twin is asked about again every 10 poll intervals (30 s).
+		Eventually(func(g Gomega) {
+			g.Expect(meta.IsStatusConditionTrue(offloadingOf(ctx, g, ns).Status.Conditions, ferryv1alpha1.NamespaceOffloadingReady)).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+		expectOffloaded(ctx, ns, map[ferryv1alpha1.ClusterID]string{eu: ns})
+		Eventually(func(g Gomega) {
+			var shadow ferryv1alpha1.ShadowPod
+			g.Expect(providers[eu].Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod.Name}, &shadow)).To(Succeed(), "the waiting pod is offloaded")
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+
+		Expect(consumer.Client.Delete(ctx, offloadingOf(ctx, Default, ns))).To(Succeed())
+		expectUnoffloaded(ctx, ns, ns)
+	})
+
 	It("uses spec.remoteNamespaceName under SelectedName, and reports a later strategy change instead of making a second twin", func(ctx context.Context) {
 		ns := framework.CreateNamespace(ctx, consumer, "chosen")
 		chosen := "picked-" + ns

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -179,6 +180,55 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: both, Name: "local"}, &pod)).To(Succeed())
 			g.Expect(pod.Spec.NodeName).To(HavePrefix("local-"))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+
+	It("admits with a warning a pod whose ferry.io placement annotation has no effect, and calls no webhook for ordinary pods of namespaces not offloaded", func(ctx context.Context) {
+		warned := &warningRecorder{}
+		cfg := rest.CopyConfig(consumer.Config)
+		cfg.WarningHandlerWithContext = warned
+		kc, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		// warnCalls is how often the API server has called the warning
+		// webhook (its own metric, so a call a matchCondition spared is seen
+		// not to happen).
+		warnCalls := func(g Gomega) int {
+			raw, err := kubernetes.NewForConfigOrDie(consumer.Config).RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			n := 0
+			for _, line := range strings.Split(string(raw), "\n") {
+				if strings.HasPrefix(line, "apiserver_admission_webhook_request_total{") && strings.Contains(line, `name="pods.warn.ferry.io"`) {
+					var v float64
+					_, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
+					g.Expect(err).NotTo(HaveOccurred(), line)
+					n += int(v)
+				}
+			}
+			return n
+		}
+		podIn := func(ns, name string, annotations map[string]string) *corev1.Pod {
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}}}
+		}
+		plain := framework.CreateNamespace(ctx, consumer, "plain")
+		before := warnCalls(Default)
+		// Until the namespace's default service account exists, pods are refused.
+		Eventually(func() error { return kc.Create(ctx, podIn(plain, "ordinary", map[string]string{"team": "shop"})) }).
+			WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		Expect(warned.take()).To(BeEmpty())
+		Expect(warnCalls(Default)).To(Equal(before), "an ordinary pod of a namespace not offloaded calls no ferry webhook")
+
+		remote := podIn(plain, "wants-remote", map[string]string{placement.AnnotationPodOffloadingStrategy: "Remote"})
+		Expect(kc.Create(ctx, remote)).To(Succeed(), "admitted: only a warning is at stake")
+		Expect(remote.Spec.Tolerations).NotTo(ContainElement(HaveField("Key", ferryv1alpha1.TaintVirtualNode)))
+		Expect(warned.take()).To(ConsistOf(And(
+			ContainSubstring(`metadata.annotations[ferry.io/pod-offloading-strategy]: "Remote" has no effect`),
+			ContainSubstring("namespace "+plain+" is not offloaded (it has no NamespaceOffloading)"))))
+		Expect(warnCalls(Default)).To(Equal(before + 1))
+
+		By("warning, in an offloaded namespace, about a strategy annotation that narrows nothing")
+		ns, _ := offload(ctx, "same", ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote})
+		Expect(kc.Create(ctx, podIn(ns, "redundant", map[string]string{placement.AnnotationPodOffloadingStrategy: "Remote"}))).To(Succeed())
+		Expect(warned.take()).To(ConsistOf(ContainSubstring("it is namespace " + ns + "'s podOffloadingStrategy already")))
 	})
 
 	It("remaps PVCs to the virtual storage class once it is installed and validates ferry.io annotations", func(ctx context.Context) {
@@ -674,3 +724,24 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(MatchError(ContainSubstring("only in its own twin namespaces")))
 	})
 })
+
+// warningRecorder keeps the warnings the API server returns to a client.
+type warningRecorder struct {
+	mu       sync.Mutex
+	warnings []string
+}
+
+func (w *warningRecorder) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.warnings = append(w.warnings, text)
+}
+
+// take returns the warnings received since the last take.
+func (w *warningRecorder) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.warnings
+	w.warnings = nil
+	return out
+}

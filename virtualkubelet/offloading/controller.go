@@ -342,7 +342,7 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 	}
 	if t == nil || (!t.ready.Load() && t.shadowPod(pod.Name) == nil) {
 		// Nothing to offload to: say why, and wait for the NamespaceOffloading.
-		msg := fmt.Sprintf("namespace %s has no Ready twin namespace in cluster %s: offload it with a NamespaceOffloading selecting that cluster", pod.Namespace, c.cfg.ProviderClusterID)
+		msg := c.twins.whyNotOffloaded(pod.Namespace)
 		if t != nil {
 			msg = fmt.Sprintf("the twin namespace %s in cluster %s is not ready", t.name, c.cfg.ProviderClusterID)
 		}

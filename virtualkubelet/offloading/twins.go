@@ -2,10 +2,12 @@ package offloading
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -82,6 +84,51 @@ type twins struct {
 	mu      sync.RWMutex
 	byLocal map[string]*twin
 	byTwin  map[string]*twin
+	// whyNot says, per local namespace with a NamespaceOffloading but no
+	// twin followed here, why its pods cannot be offloaded to this provider.
+	whyNot map[string]string
+}
+
+// whyNotOffloaded says why the pods of namespace, which has no twin
+// followed here, cannot be offloaded to this provider: the state of its
+// NamespaceOffloading, or, without one, how to offload it.
+func (ts *twins) whyNotOffloaded(namespace string) string {
+	ts.mu.RLock()
+	defer ts.mu.RUnlock()
+	if msg, ok := ts.whyNot[namespace]; ok {
+		return msg
+	}
+	return fmt.Sprintf("namespace %s has no Ready twin namespace in cluster %s: offload it with a NamespaceOffloading selecting that cluster", namespace, ts.provider)
+}
+
+// notOffloadedHere says why nso's pods cannot be offloaded to provider when
+// nso has no Ready (nor Terminating) twin namespace there: the provider's
+// refusal (e.g. NamespaceConflict) or its not answering yet, the
+// NamespaceOffloading's own failure (e.g. InvalidClusterSelector), its not
+// selecting the provider, or its deletion.
+func notOffloadedHere(nso *ferryv1alpha1.NamespaceOffloading, provider ferryv1alpha1.ClusterID) string {
+	name := nso.Namespace + "/" + nso.Name
+	if nso.DeletionTimestamp != nil {
+		return fmt.Sprintf("NamespaceOffloading %s is being deleted: namespace %s is being unoffloaded", name, nso.Namespace)
+	}
+	for _, c := range nso.Status.Clusters {
+		if c.ClusterID != provider {
+			continue
+		}
+		why := ""
+		if ready := meta.FindStatusCondition(c.Conditions, ferryv1alpha1.ConditionReady); ready != nil {
+			why = fmt.Sprintf(": %s (%s)", ready.Message, ready.Reason)
+		}
+		if c.Phase == ferryv1alpha1.OffloadingFailed {
+			return fmt.Sprintf("NamespaceOffloading %s: cluster %s refused twin namespace %s%s", name, provider, c.TwinNamespace, why)
+		}
+		return fmt.Sprintf("NamespaceOffloading %s: twin namespace %s in cluster %s is %s%s", name, c.TwinNamespace, provider, c.Phase, why)
+	}
+	if ready := meta.FindStatusCondition(nso.Status.Conditions, ferryv1alpha1.NamespaceOffloadingReady); ready != nil && ready.Status != metav1.ConditionTrue &&
+		!meta.IsStatusConditionTrue(nso.Status.Conditions, ferryv1alpha1.NamespaceOffloadingClustersSelected) {
+		return fmt.Sprintf("NamespaceOffloading %s does not offload to cluster %s: %s (%s)", name, provider, ready.Message, ready.Reason)
+	}
+	return fmt.Sprintf("NamespaceOffloading %s does not select cluster %s (spec.clusterSelector)", name, provider)
 }
 
 func (ts *twins) forLocal(namespace string) *twin {
@@ -105,11 +152,13 @@ func (ts *twins) startShared(ctx context.Context) {
 // refresh brings the twins in line with the NamespaceOffloadings in store.
 func (ts *twins) refresh(ctx context.Context, store cache.Store) {
 	want := map[string]ferryv1alpha1.ClusterOffloadingStatus{}
+	var offloadings []*ferryv1alpha1.NamespaceOffloading
 	for _, obj := range store.List() {
 		nso, ok := obj.(*ferryv1alpha1.NamespaceOffloading)
 		if !ok {
 			continue
 		}
+		offloadings = append(offloadings, nso)
 		for _, c := range nso.Status.Clusters {
 			if c.ClusterID != ts.provider || c.TwinNamespace == "" {
 				continue
@@ -119,12 +168,31 @@ func (ts *twins) refresh(ctx context.Context, store cache.Store) {
 			}
 		}
 	}
+	whyNot := map[string]string{}
+	for _, nso := range offloadings {
+		if _, ok := want[nso.Namespace]; !ok {
+			whyNot[nso.Namespace] = notOffloadedHere(nso, ts.provider)
+		}
+	}
 	var changed []string
 	var added []*twin
 	ts.mu.Lock()
 	if ts.byLocal == nil {
 		ts.byLocal, ts.byTwin = map[string]*twin{}, map[string]*twin{}
 	}
+	// A pod waiting here is told the new reason: its namespace's
+	// NamespaceOffloading changed state (e.g. the provider refused it).
+	for ns, msg := range whyNot {
+		if prev, ok := ts.whyNot[ns]; !ok || prev != msg {
+			changed = append(changed, ns)
+		}
+	}
+	for ns := range ts.whyNot {
+		if _, ok := whyNot[ns]; !ok {
+			changed = append(changed, ns)
+		}
+	}
+	ts.whyNot = whyNot
 	for local, t := range ts.byLocal {
 		c, ok := want[local]
 		if ok && c.TwinNamespace == t.name {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -210,5 +211,81 @@ func TestTrimRemoteKeepsWhatTheControllerReads(t *testing.T) {
 	}
 	if pod.Labels[ferryv1alpha1.LabelOriginUID] != "u" || pod.Status.PodIP != want.PodIP || len(pod.Status.ContainerStatuses) != 1 {
 		t.Errorf("pod lost what the controller reads: %+v", pod)
+	}
+}
+
+// refusedBy is a NamespaceOffloading of namespace whose twin namespace
+// cluster "provider" refused with reason and message.
+func refusedBy(namespace, twin, reason, message string) *ferryv1alpha1.NamespaceOffloading {
+	return &ferryv1alpha1.NamespaceOffloading{
+		ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: namespace},
+		Status: ferryv1alpha1.NamespaceOffloadingStatus{Clusters: []ferryv1alpha1.ClusterOffloadingStatus{{
+			ClusterID: "provider", TwinNamespace: twin, Phase: ferryv1alpha1.OffloadingFailed,
+			Conditions: []metav1.Condition{{Type: ferryv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: message}}}}},
+	}
+}
+
+func TestNotOffloadedHereNamesTheRealReason(t *testing.T) {
+	deleting := refusedBy("shop", "shop", "NamespaceConflict", "taken")
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	pending := refusedBy("shop", "shop-home", "WaitingForProvider", "no answer yet")
+	pending.Status.Clusters[0].Phase = ferryv1alpha1.OffloadingPending
+	invalid := &ferryv1alpha1.NamespaceOffloading{
+		ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: "shop"},
+		Status: ferryv1alpha1.NamespaceOffloadingStatus{Conditions: []metav1.Condition{{Type: ferryv1alpha1.NamespaceOffloadingReady,
+			Status: metav1.ConditionFalse, Reason: "InvalidClusterSelector", Message: "spec.clusterSelector.nodeSelectorTerms[0]: bad"}}},
+	}
+	elsewhere := refusedBy("shop", "shop-home", "Ready", "")
+	elsewhere.Status.Clusters[0].ClusterID = "other"
+	elsewhere.Status.Conditions = []metav1.Condition{
+		{Type: ferryv1alpha1.NamespaceOffloadingClustersSelected, Status: metav1.ConditionTrue, Reason: "ClustersSelected", Message: "other"},
+		{Type: ferryv1alpha1.NamespaceOffloadingReady, Status: metav1.ConditionFalse, Reason: "ClustersNotReady", Message: "waiting for other"}}
+	for name, tc := range map[string]struct {
+		nso  *ferryv1alpha1.NamespaceOffloading
+		want string
+	}{
+		"the provider refused the twin namespace's name": {refusedBy("shop", "shop", "NamespaceConflict", "namespace shop already exists in this cluster"),
+			"NamespaceOffloading shop/offloading: cluster provider refused twin namespace shop: namespace shop already exists in this cluster (NamespaceConflict)"},
+		"the provider has not answered yet": {pending,
+			"NamespaceOffloading shop/offloading: twin namespace shop-home in cluster provider is Pending: no answer yet (WaitingForProvider)"},
+		"the NamespaceOffloading itself is invalid": {invalid,
+			"NamespaceOffloading shop/offloading does not offload to cluster provider: spec.clusterSelector.nodeSelectorTerms[0]: bad (InvalidClusterSelector)"},
+		"another cluster is selected": {elsewhere, "NamespaceOffloading shop/offloading does not select cluster provider (spec.clusterSelector)"},
+		"being deleted":               {deleting, "NamespaceOffloading shop/offloading is being deleted: namespace shop is being unoffloaded"},
+	} {
+		if got := notOffloadedHere(tc.nso, "provider"); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", name, got, tc.want)
+		}
+	}
+}
+
+func TestTwinsTellPodsWhyTheirNamespaceIsNotOffloadedAndWakeThemWhenThatChanges(t *testing.T) {
+	ts, _, _ := newTestTwins(t)
+	var changed []string
+	ts.namespaceChanged = func(ns string) { changed = append(changed, ns) }
+	if got := ts.whyNotOffloaded("shop"); !strings.Contains(got, "offload it with a NamespaceOffloading selecting that cluster") {
+		t.Errorf("without a NamespaceOffloading: %q, want the hint to create one", got)
+	}
+
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	_ = store.Add(refusedBy("shop", "shop", "NamespaceConflict", "namespace shop already exists in this cluster"))
+	ts.refresh(t.Context(), store)
+	got := ts.whyNotOffloaded("shop")
+	if !strings.Contains(got, "NamespaceConflict") || strings.Contains(got, "offload it with a NamespaceOffloading") {
+		t.Errorf("refused by the provider: %q, want the refusal (NamespaceConflict), not the hint to create a NamespaceOffloading", got)
+	}
+	if !slices.Equal(changed, []string{"shop"}) {
+		t.Errorf("namespaces woken = %q, want [shop]: its pods are told the refusal", changed)
+	}
+
+	changed = nil
+	ts.refresh(t.Context(), store)
+	if len(changed) != 0 {
+		t.Errorf("namespaces woken with nothing changed = %q, want none", changed)
+	}
+
+	ts.refresh(t.Context(), offloadedTo("shop"))
+	if ts.forLocal("shop") == nil || !slices.Contains(changed, "shop") {
+		t.Errorf("once the twin is Ready: twin %v, woken %q; want a twin and shop woken", ts.forLocal("shop"), changed)
 	}
 }

@@ -69,7 +69,10 @@ func newOffloadCommand() *cobra.Command {
 		Short: "Offload a namespace: twin namespaces in the selected providers, pods may run there",
 		Long: `offload namespace creates (or updates) the namespace's NamespaceOffloading
 "offloading". ferry-controller-manager then asks each selected provider for a
-twin namespace and labels the namespace ferry.io/offloading-enabled=true.
+twin namespace and labels the namespace ferry.io/offloading-enabled=true,
+unless every selected provider refuses the twin namespace (its name taken
+there: NamespaceConflict): the namespace is then left as it was, its new pods
+run on this cluster, and the offloading proceeds once the cause is removed.
 
 --cluster-selector is a label selector over the providers' virtual nodes, as
 kubectl -l takes it: "region=eu,tier in (gold,silver),!gpu". Its expressions
