@@ -2,6 +2,7 @@ package offloading
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -69,6 +70,10 @@ func statusFromRemote(local *corev1.Pod, remote *corev1.Pod, recreations int32, 
 	st.Resize = local.Status.Resize
 	st.ResourceClaimStatuses = local.Status.ResourceClaimStatuses
 	st.ExtendedResourceClaimStatus = local.Status.ExtendedResourceClaimStatus
+	// PodScheduled is the consumer scheduler's: it bound the pod to the
+	// virtual node. The provider's scheduling of the remote copy shows in
+	// the Offloaded condition (PendingRemotely with its reason).
+	st.Conditions = withLocalCondition(local, st.Conditions, corev1.PodScheduled)
 	// Generations are the local pod's: the remote one counts remote updates.
 	if st.ObservedGeneration != 0 {
 		st.ObservedGeneration = local.Generation
@@ -97,6 +102,18 @@ func statusFromRemote(local *corev1.Pod, remote *corev1.Pod, recreations int32, 
 	st.Conditions = withOffloadedCondition(local, st.Conditions, corev1.ConditionTrue, ReasonRunningRemotely,
 		fmt.Sprintf("running in cluster %s as %s/%s", provider, remote.Namespace, remote.Name))
 	return st
+}
+
+// withLocalCondition is conditions with the one of type t replaced by the
+// local pod's (dropped when the local pod has none).
+func withLocalCondition(local *corev1.Pod, conditions []corev1.PodCondition, t corev1.PodConditionType) []corev1.PodCondition {
+	out := slices.DeleteFunc(conditions, func(c corev1.PodCondition) bool { return c.Type == t })
+	for _, c := range local.Status.Conditions {
+		if c.Type == t {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // pendingReason is why the provider does not run a pending pod, in the

@@ -170,3 +170,41 @@ func TestStatusFromRemotePending(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusFromRemoteKeepsTheLocalPodScheduled: the consumer's scheduler
+// bound the pod to the virtual node, so its PodScheduled stays the local
+// one (True) while the provider's scheduler still holds the remote copy;
+// the provider's reason shows in the Offloaded condition instead.
+func TestStatusFromRemoteKeepsTheLocalPodScheduled(t *testing.T) {
+	bound := metav1.NewTime(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC))
+	local := boundPod()
+	local.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: bound},
+	}}
+	remote := runningRemote()
+	remote.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"},
+	}}
+	st := statusFromRemote(local, remote, 0, "provider", nil)
+	var scheduled []corev1.PodCondition
+	for _, c := range st.Conditions {
+		if c.Type == corev1.PodScheduled {
+			scheduled = append(scheduled, c)
+		}
+	}
+	if len(scheduled) != 1 || scheduled[0].Status != corev1.ConditionTrue || !scheduled[0].LastTransitionTime.Equal(&bound) {
+		t.Errorf("PodScheduled conditions %+v: want only the local one, True since the binding", scheduled)
+	}
+	if c := offloadedConditionIn(st.Conditions); c == nil || !strings.Contains(c.Message, "Unschedulable: 0/3 nodes are available") {
+		t.Errorf("Offloaded condition %+v: want the provider's scheduling reason", c)
+	}
+
+	// A local pod without the condition (bound directly) gets none from the
+	// provider either.
+	local.Status.Conditions = nil
+	for _, c := range statusFromRemote(local, remote, 0, "provider", nil).Conditions {
+		if c.Type == corev1.PodScheduled {
+			t.Errorf("PodScheduled %+v copied from the provider", c)
+		}
+	}
+}
