@@ -229,7 +229,7 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		}).WithContext(ctx).WithTimeout(15*time.Second).Should(Succeed(), "gone on both sides well before the grace period: the remote pod stopped at once")
 	})
 
-	It("keeps a pod the provider cannot schedule Pending, with the provider scheduler's reason, not as running remotely", func(ctx context.Context) {
+	It("keeps a pod the provider cannot schedule Pending, with the provider scheduler's reason, not as running remotely, and still scheduled here", func(ctx context.Context) {
 		// 40 CPUs fit the virtual node (the grant sums three 32-CPU nodes)
 		// but no node of the provider.
 		big := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: ns}, Spec: remotePodSpec()}
@@ -246,6 +246,9 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 			g.Expect(c.Status).To(Equal(corev1.ConditionFalse))
 			g.Expect(c.Reason).To(Equal(offloading.ReasonPendingRemotely))
 			g.Expect(c.Message).To(MatchRegexp(`Unschedulable: 0/3 nodes are available: .*Insufficient cpu`))
+			// Bound here by the consumer's scheduler: PodScheduled stays its
+			// True, not the provider scheduler's False.
+			g.Expect(podCondition(big, corev1.PodScheduled)).To(HaveField("Status", corev1.ConditionTrue))
 			var events corev1.EventList
 			g.Expect(consumer.Client.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
 			g.Expect(events.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", "big"), HaveField("Reason", offloading.ReasonPendingRemotely),

@@ -435,14 +435,16 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 				c := podCondition(p, ferryv1alpha1.PodConditionOffloaded)
 				g.Expect(c).NotTo(BeNil())
 				g.Expect(c.Status).To(Equal(corev1.ConditionFalse))
-				g.Expect(c.Reason).To(Equal(offloading.ReasonShadowPodRejected))
+				g.Expect(c.Reason).To(Equal(offloading.ReasonOffloadingRefused))
 				for _, w := range want {
 					g.Expect(c.Message).To(ContainSubstring(w))
 				}
-				g.Expect(p.Status.Phase).NotTo(Equal(corev1.PodRunning))
+				// Refused for good, as a hostNetwork pod is: Failed, not Pending forever.
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
+				g.Expect(p.Status.Reason).To(Equal(offloading.ReasonOffloadingRefused))
 				var events corev1.EventList
 				g.Expect(consumer.Client.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
-				g.Expect(events.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", p.Name), HaveField("Reason", offloading.ReasonShadowPodRejected),
+				g.Expect(events.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", p.Name), HaveField("Reason", offloading.ReasonOffloadingRefused),
 					HaveField("Message", ContainSubstring(want[0])))))
 			}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		}

@@ -335,7 +335,7 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		return 0, nil
 	}
 	if refusal := Refuse(pod); refusal != nil {
-		if c.writeStatus(ctx, pod, refusedStatus(pod, refusal)) {
+		if c.writeStatus(ctx, pod, refusedStatus(pod, refusal.Error())) {
 			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonOffloadingRefused, refusal.Error())
 		}
 		return 0, nil
@@ -413,7 +413,11 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 	case shadowRejection(shadow) != nil:
 		cond := shadowRejection(shadow)
 		msg := fmt.Sprintf("cluster %s cannot create the pod: %s: %s", c.cfg.ProviderClusterID, cond.Reason, cond.Message)
-		if c.writeStatus(ctx, pod, statusWithCondition(pod, corev1.ConditionFalse, ReasonShadowPodRejected, msg)) {
+		if refusedForGood(metav1.StatusReason(cond.Reason)) {
+			if c.writeStatus(ctx, pod, refusedStatus(pod, msg)) {
+				c.recorder.Event(pod, corev1.EventTypeWarning, ReasonOffloadingRefused, msg)
+			}
+		} else if c.writeStatus(ctx, pod, statusWithCondition(pod, corev1.ConditionFalse, ReasonShadowPodRejected, msg)) {
 			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonShadowPodRejected, msg)
 		}
 	}
@@ -451,8 +455,18 @@ func (c *controller) createShadowPod(ctx context.Context, pod *corev1.Pod, sp *f
 	case apierrors.IsAlreadyExists(err):
 		return nil // the watch brings it
 	}
+	if refusedForGood(apierrors.ReasonForError(err)) {
+		// Asking again gets the same answer: fail the pod, as a kubelet
+		// fails one it cannot admit.
+		msg := fmt.Sprintf("cluster %s refuses the pod as it is: %v", c.cfg.ProviderClusterID, err)
+		if c.writeStatus(ctx, pod, refusedStatus(pod, msg)) {
+			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonOffloadingRefused, msg)
+		}
+		klog.FromContext(ctx).V(1).Info("Provider refused the pod for good", "pod", klog.KObj(pod), "err", err.Error())
+		return nil
+	}
 	reason, msg := ReasonShadowPodRejected, fmt.Sprintf("cluster %s refused the shadow pod: %v", c.cfg.ProviderClusterID, err)
-	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+	if !apierrors.IsForbidden(err) {
 		reason, msg = ReasonOffloadRetrying, fmt.Sprintf("cluster %s could not take the shadow pod yet, retrying: %v", c.cfg.ProviderClusterID, err)
 	}
 	if c.writeStatus(ctx, pod, statusWithCondition(pod, corev1.ConditionFalse, reason, msg)) {

@@ -22,10 +22,14 @@ const (
 	// ReasonNamespaceNotOffloaded: the pod's namespace has no Ready twin
 	// namespace in the provider behind the node it was bound to.
 	ReasonNamespaceNotOffloaded = "NamespaceNotOffloaded"
-	// ReasonOffloadingRefused: ferry does not offload such a pod (host
-	// namespaces, host paths); the pod fails, as a kubelet refusing it would.
+	// ReasonOffloadingRefused: the pod can never run remotely as it is:
+	// ferry does not offload it (host namespaces, host paths), or the
+	// provider refuses it for good (refusedForGood: its Pod Security
+	// level, an invalid field). The pod fails, as a kubelet refusing it
+	// would.
 	ReasonOffloadingRefused = "OffloadingRefused"
-	// ReasonShadowPodRejected: the provider refused the ShadowPod.
+	// ReasonShadowPodRejected: the provider refused the ShadowPod for now
+	// (Forbidden: an exceeded quota); ferry retries with backoff.
 	ReasonShadowPodRejected = "ShadowPodRejected"
 	// ReasonOffloadRetrying: the provider could not take the ShadowPod yet
 	// (its API server or admission webhook unreachable, a timeout, an
@@ -188,14 +192,23 @@ func offloadedConditionIn(conditions []corev1.PodCondition) *corev1.PodCondition
 	return nil
 }
 
-// refusedStatus fails a pod ferry will not offload, as a kubelet fails a pod
-// it cannot admit: phase Failed with the reason.
-func refusedStatus(local *corev1.Pod, refusal *Refusal) corev1.PodStatus {
-	st := statusWithCondition(local, corev1.ConditionFalse, ReasonOffloadingRefused, refusal.Error())
+// refusedStatus fails a pod that can never run remotely as it is, as a
+// kubelet fails a pod it cannot admit: phase Failed with the reason.
+func refusedStatus(local *corev1.Pod, message string) corev1.PodStatus {
+	st := statusWithCondition(local, corev1.ConditionFalse, ReasonOffloadingRefused, message)
 	st.Phase = corev1.PodFailed
 	st.Reason = ReasonOffloadingRefused
-	st.Message = refusal.Error()
+	st.Message = message
 	return st
+}
+
+// refusedForGood tells whether a provider's refusal (of a ShadowPod, or of
+// its real pod) is permanent: the object is invalid as it is (ferry's Pod
+// Security check answers Invalid, as API validation does), so asking again
+// gets the same answer. Anything else (Forbidden by an exceeded quota, an
+// unreachable webhook, a timeout) may pass later and is retried.
+func refusedForGood(reason metav1.StatusReason) bool {
+	return reason == metav1.StatusReasonInvalid || reason == metav1.StatusReasonBadRequest
 }
 
 // shadowRejection is the provider's reason for not running the pod, from

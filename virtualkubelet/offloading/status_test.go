@@ -79,7 +79,7 @@ func TestStatusFromRemote(t *testing.T) {
 
 func TestRefusedStatusFailsThePodWithTheReason(t *testing.T) {
 	local := boundPod()
-	st := refusedStatus(local, &Refusal{Field: "spec.hostNetwork", Message: "no"})
+	st := refusedStatus(local, (&Refusal{Field: "spec.hostNetwork", Message: "no"}).Error())
 	if st.Phase != corev1.PodFailed || st.Reason != ReasonOffloadingRefused || !strings.Contains(st.Message, "spec.hostNetwork") {
 		t.Errorf("status %+v: want Failed with the reason naming the field", st)
 	}
