@@ -381,6 +381,16 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		}
 		updated.Annotations[AnnotationTemplateHash] = want.Annotations[AnnotationTemplateHash]
 		if err := c.remote.Update(ctx, updated); err != nil {
+			if remote := t.remotePod(pod.Name); remote != nil && remote.Labels[ferryv1alpha1.LabelOriginUID] == string(pod.UID) && resizeRequested(pod, remote) {
+				// A resize the provider refuses (its quota): say so on the
+				// pod, as a kubelet says why it does not resize.
+				msg := fmt.Sprintf("cluster %s refused the resize: %v", c.cfg.ProviderClusterID, err)
+				st := *pod.Status.DeepCopy()
+				st.Conditions = withResizePending(pod, st.Conditions, resizeRefusalReason(apierrors.ReasonForError(err)), msg)
+				if c.writeStatus(ctx, pod, st) {
+					c.recorder.Event(pod, corev1.EventTypeWarning, ReasonResizeRefused, msg)
+				}
+			}
 			return 0, fmt.Errorf("update shadow pod %s/%s: %w", t.name, pod.Name, err)
 		}
 		klog.FromContext(ctx).V(1).Info("Updated shadow pod", "pod", klog.KObj(pod), "twinNamespace", t.name)
@@ -396,6 +406,10 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 	switch {
 	case remote != nil:
 		st := statusFromRemote(pod, remote, shadow.Status.Recreations, c.cfg.ProviderClusterID, c.cfg.RemapPodIP)
+		if refused := shadowResizeRefusal(shadow); refused != nil && resizeRequested(pod, remote) {
+			msg := fmt.Sprintf("cluster %s refused the resize: %s", c.cfg.ProviderClusterID, refused.Message)
+			st.Conditions = withResizePending(pod, st.Conditions, resizeRefusalReason(metav1.StatusReason(refused.Reason)), msg)
+		}
 		if st.Phase != corev1.PodPending {
 			c.pending.forget(key)
 		} else if wait := c.pending.wait(key, pod.UID); wait > 0 && !equality.Semantic.DeepEqual(pod.Status, st) {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -216,6 +217,78 @@ func refusedForGood(reason metav1.StatusReason) bool {
 func shadowRejection(sp *ferryv1alpha1.ShadowPod) *metav1.Condition {
 	c := meta.FindStatusCondition(sp.Status.Conditions, ferryv1alpha1.ShadowPodCreated)
 	if c == nil || c.Status != metav1.ConditionFalse {
+		return nil
+	}
+	return c
+}
+
+// ReasonResizeRefused is the event reason of a resize the provider refused.
+const ReasonResizeRefused = "ResizeRefused"
+
+// resizeRequested tells whether the local pod asks for container resources
+// the remote pod does not run with (status.containerStatuses[].resources,
+// which the provider's kubelet reports): a resize is not done yet.
+func resizeRequested(local, remote *corev1.Pod) bool {
+	if remote == nil {
+		return false
+	}
+	running := map[string]*corev1.ResourceRequirements{}
+	for i := range remote.Status.ContainerStatuses {
+		running[remote.Status.ContainerStatuses[i].Name] = remote.Status.ContainerStatuses[i].Resources
+	}
+	for _, c := range local.Spec.Containers {
+		r, ok := running[c.Name]
+		if !ok || r == nil {
+			continue
+		}
+		if !equality.Semantic.DeepEqual(c.Resources.Requests, r.Requests) || !equality.Semantic.DeepEqual(c.Resources.Limits, r.Limits) {
+			return true
+		}
+	}
+	return false
+}
+
+// resizeRefusalReason is the PodResizePending reason of a provider's
+// refusal to resize: Infeasible when asking again cannot pass
+// (refusedForGood, or the provider's nodes cannot resize), else Deferred
+// (an exceeded quota may leave room later).
+func resizeRefusalReason(reason metav1.StatusReason) string {
+	if refusedForGood(reason) {
+		return corev1.PodReasonInfeasible
+	}
+	return corev1.PodReasonDeferred
+}
+
+// withResizePending sets the PodResizePending condition, as a kubelet does
+// for a resize it cannot do (yet), keeping its transition time when it
+// stays.
+func withResizePending(local *corev1.Pod, conditions []corev1.PodCondition, reason, message string) []corev1.PodCondition {
+	cond := corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: reason, Message: message,
+		ObservedGeneration: local.Generation, LastTransitionTime: metav1.Now().Rfc3339Copy()}
+	out := make([]corev1.PodCondition, 0, len(conditions)+1)
+	for _, c := range conditions {
+		if c.Type != corev1.PodResizePending {
+			out = append(out, c)
+			continue
+		}
+		if c.Status == corev1.ConditionTrue {
+			cond.LastTransitionTime = c.LastTransitionTime
+		}
+	}
+	for _, c := range local.Status.Conditions {
+		if c.Type == corev1.PodResizePending && c.Status == corev1.ConditionTrue {
+			cond.LastTransitionTime = c.LastTransitionTime
+		}
+	}
+	return append(out, cond)
+}
+
+// shadowResizeRefusal is the provider's refusal to resize the real pod to
+// the ShadowPod's current template, from its PodResizeRefused condition,
+// or nil.
+func shadowResizeRefusal(sp *ferryv1alpha1.ShadowPod) *metav1.Condition {
+	c := meta.FindStatusCondition(sp.Status.Conditions, ferryv1alpha1.ShadowPodResizeRefused)
+	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != sp.Generation {
 		return nil
 	}
 	return c

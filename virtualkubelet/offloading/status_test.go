@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -206,5 +207,63 @@ func TestStatusFromRemoteKeepsTheLocalPodScheduled(t *testing.T) {
 		if c.Type == corev1.PodScheduled {
 			t.Errorf("PodScheduled %+v copied from the provider", c)
 		}
+	}
+}
+
+// TestResizePendingSaysWhyTheProviderDoesNotResize: a resize the local pod
+// asks for and the remote pod does not run with yet is reported as a
+// kubelet reports one it cannot do: PodResizePending, Deferred when it may
+// pass later (a quota), Infeasible when it cannot (refused as invalid: the
+// provider's nodes cannot resize).
+func TestResizePendingSaysWhyTheProviderDoesNotResize(t *testing.T) {
+	cpu := func(q string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)},
+			Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}}
+	}
+	local := boundPod()
+	local.Generation = 2
+	local.Spec.Containers = []corev1.Container{{Name: "web", Resources: cpu("2")}}
+	remote := runningRemote()
+	running := cpu("1")
+	remote.Status.ContainerStatuses[0].Resources = &running
+	if !resizeRequested(local, remote) {
+		t.Error("2 CPUs asked, 1 running: a resize is requested")
+	}
+	done := cpu("2000m")
+	remote.Status.ContainerStatuses[0].Resources = &done
+	if resizeRequested(local, remote) {
+		t.Error("2 CPUs asked, 2000m running: nothing to resize")
+	}
+	remote.Status.ContainerStatuses[0].Resources = nil
+	if resizeRequested(local, remote) {
+		t.Error("a provider that reports no resources shows no resize")
+	}
+
+	if got := resizeRefusalReason(metav1.StatusReasonForbidden); got != corev1.PodReasonDeferred {
+		t.Errorf("a quota's Forbidden: reason %s, want Deferred", got)
+	}
+	if got := resizeRefusalReason(metav1.StatusReasonInvalid); got != corev1.PodReasonInfeasible {
+		t.Errorf("Invalid: reason %s, want Infeasible", got)
+	}
+	conds := withResizePending(local, local.Status.Conditions, corev1.PodReasonDeferred, "cluster provider refused the resize: PeeringQuota exceeded")
+	var pending *corev1.PodCondition
+	for i := range conds {
+		if conds[i].Type == corev1.PodResizePending {
+			pending = &conds[i]
+		}
+	}
+	if pending == nil || pending.Status != corev1.ConditionTrue || pending.Reason != corev1.PodReasonDeferred ||
+		!strings.Contains(pending.Message, "PeeringQuota") || pending.ObservedGeneration != 2 {
+		t.Errorf("PodResizePending %+v: want True Deferred, the provider's message, at generation 2", pending)
+	}
+
+	sp := &ferryv1alpha1.ShadowPod{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	sp.Status.Conditions = []metav1.Condition{{Type: ferryv1alpha1.ShadowPodResizeRefused, Status: metav1.ConditionTrue, Reason: "Invalid", ObservedGeneration: 2}}
+	if shadowResizeRefusal(sp) != nil {
+		t.Error("a refusal of an earlier template is not this one's")
+	}
+	sp.Status.Conditions[0].ObservedGeneration = 3
+	if c := shadowResizeRefusal(sp); c == nil || c.Reason != "Invalid" {
+		t.Errorf("refusal %+v, want the Invalid one", c)
 	}
 }
