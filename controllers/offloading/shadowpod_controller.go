@@ -45,7 +45,8 @@ const DefaultShadowPodWorkers = 16
 // consumer's origin labels, owned by the ShadowPod), recreates it when
 // someone deletes it (counted in status.recreations) unless it ended for
 // good under its restart policy, carries label, annotation and image changes
-// to it, and deletes it before letting a deleted ShadowPod go.
+// to it, resizes it in place to the template's container resources, and
+// deletes it before letting a deleted ShadowPod go.
 type ShadowPodReconciler struct {
 	client.Client
 	// APIReader reads ShadowPods past the cache, when a recreation must be

@@ -54,6 +54,57 @@ func remotePodSpec() corev1.PodSpec {
 	}
 }
 
+// guaranteedCPU is q CPUs requested and limited.
+func guaranteedCPU(q string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)},
+		Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}}
+}
+
+// createCPUPod creates a pod of spec with 100m CPU in c, deleted when the
+// spec ends.
+func createCPUPod(ctx context.Context, c *testbed.Cluster, ns, name string, spec corev1.PodSpec, labels map[string]string) *corev1.Pod {
+	GinkgoHelper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Spec: spec}
+	p.Spec.Containers[0].Resources = guaranteedCPU("100m")
+	Expect(c.Client.Create(ctx, p)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		Expect(client.IgnoreNotFound(c.Client.Delete(ctx, p, client.GracePeriodSeconds(0)))).To(Succeed())
+	})
+	return p
+}
+
+// resizeCPU resizes p's first container to q CPUs through the resize
+// subresource.
+func resizeCPU(ctx context.Context, c *testbed.Cluster, p *corev1.Pod, q string) error {
+	GinkgoHelper()
+	var cur corev1.Pod
+	Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(p), &cur)).To(Succeed())
+	cur.Spec.Containers[0].Resources = guaranteedCPU(q)
+	_, err := c.Kube.CoreV1().Pods(cur.Namespace).UpdateResize(ctx, cur.Name, &cur, metav1.UpdateOptions{})
+	return err
+}
+
+// expectRunningWithCPU reads p from c and expects it Running with want CPUs
+// in its container's status (resources and allocatedResources), as the
+// provider's kubelet reports them.
+func expectRunningWithCPU(ctx context.Context, g Gomega, c *testbed.Cluster, p *corev1.Pod, want string) {
+	g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+	g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+	g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+	r := p.Status.ContainerStatuses[0].Resources
+	g.Expect(r).NotTo(BeNil(), "the provider's container resources come back")
+	g.Expect(r.Requests.Cpu().Cmp(resource.MustParse(want))).To(BeZero(), "requests %v", r.Requests)
+	g.Expect(p.Status.ContainerStatuses[0].AllocatedResources.Cpu().Cmp(resource.MustParse(want))).To(BeZero())
+}
+
+// remoteCPU is the CPU request of the first container of pod name in the
+// provider's namespace twin.
+func remoteCPU(ctx context.Context, g Gomega, provider *testbed.Cluster, twin, name string) *resource.Quantity {
+	var r corev1.Pod
+	g.Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: twin, Name: name}, &r)).To(Succeed())
+	return r.Spec.Containers[0].Resources.Requests.Cpu()
+}
+
 func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
 	for i := range p.Status.Conditions {
 		if p.Status.Conditions[i].Type == t {
@@ -312,94 +363,28 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		}
 	})
 
-	It("resizes an offloaded pod in place on the provider, reports the result back, and holds a resize beyond the PeeringQuota pending with the reason", func(ctx context.Context) {
+	It("resizes an offloaded pod in place on the provider and reports the result back; refuses it when the provider's nodes cannot resize", func(ctx context.Context) {
 		// kwok runs pods labelled KwokResizeLabel as a resizing kubelet does
 		// (container resources in the status, following the spec at once);
 		// the label reaches the provider's pod with the pod's other labels.
-		cpu := func(q string) corev1.ResourceRequirements {
-			return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)},
-				Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}}
-		}
-		newPod := func(name string, labels map[string]string) *corev1.Pod {
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Spec: remotePodSpec()}
-			p.Spec.Containers[0].Resources = cpu("100m")
-			Expect(consumer.Client.Create(ctx, p)).To(Succeed())
-			DeferCleanup(func(ctx context.Context) {
-				Expect(client.IgnoreNotFound(consumer.Client.Delete(ctx, p, client.GracePeriodSeconds(0)))).To(Succeed())
-			})
-			return p
-		}
-		runningWith := func(g Gomega, p *corev1.Pod, want string) {
-			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
-			r := p.Status.ContainerStatuses[0].Resources
-			g.Expect(r).NotTo(BeNil(), "the provider's container resources come back")
-			g.Expect(r.Requests.Cpu().Cmp(resource.MustParse(want))).To(BeZero(), "requests %v", r.Requests)
-			g.Expect(p.Status.ContainerStatuses[0].AllocatedResources.Cpu().Cmp(resource.MustParse(want))).To(BeZero())
-		}
-		resize := func(p *corev1.Pod, to string) error {
-			GinkgoHelper()
-			var cur corev1.Pod
-			Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(p), &cur)).To(Succeed())
-			cur.Spec.Containers[0].Resources = cpu(to)
-			_, err := consumer.Kube.CoreV1().Pods(ns).UpdateResize(ctx, cur.Name, &cur, metav1.UpdateOptions{})
-			return err
-		}
-		remoteCPU := func(g Gomega, name string) *resource.Quantity {
-			var r corev1.Pod
-			g.Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: twin, Name: name}, &r)).To(Succeed())
-			return r.Spec.Containers[0].Resources.Requests.Cpu()
-		}
-
-		p := newPod("resizable", map[string]string{testbed.KwokResizeLabel: "true"})
-		Eventually(func(g Gomega) { runningWith(g, p, "100m") }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		p := createCPUPod(ctx, consumer, ns, "resizable", remotePodSpec(), map[string]string{testbed.KwokResizeLabel: "true"})
+		Eventually(func(g Gomega) { expectRunningWithCPU(ctx, g, consumer, p, "100m") }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 
 		By("a resize through the resize subresource reaches the provider's pod, and its result comes back")
-		Expect(resize(p, "200m")).To(Succeed())
+		Expect(resizeCPU(ctx, consumer, p, "200m")).To(Succeed())
 		Eventually(func(g Gomega) {
-			g.Expect(remoteCPU(g, p.Name).Cmp(resource.MustParse("200m"))).To(BeZero(), "the provider's pod is resized")
-			runningWith(g, p, "200m")
+			g.Expect(remoteCPU(ctx, g, provider, twin, p.Name).Cmp(resource.MustParse("200m"))).To(BeZero(), "the provider's pod is resized")
+			expectRunningWithCPU(ctx, g, consumer, p, "200m")
 			g.Expect(podCondition(p, corev1.PodResizePending)).To(BeNil())
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-
-		By("a resize beyond the consumer's PeeringQuota stays pending, Deferred, with the quota's reason")
-		quota := &ferryv1alpha1.PeeringQuota{ObjectMeta: metav1.ObjectMeta{Name: "resize", Namespace: peering.TenantNamespace("consumer")},
-			Spec: ferryv1alpha1.PeeringQuotaSpec{ConsumerClusterID: "consumer", Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100")}}}
-		Expect(provider.Client.Create(ctx, quota)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(provider.Client.Delete(ctx, quota))).To(Succeed()) })
-		Expect(resize(p, "150")).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-			c := podCondition(p, corev1.PodResizePending)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Status).To(Equal(corev1.ConditionTrue))
-			g.Expect(c.Reason).To(Equal(corev1.PodReasonDeferred))
-			g.Expect(c.Message).To(ContainSubstring("PeeringQuota of consumer consumer exceeded"))
-			var events corev1.EventList
-			g.Expect(consumer.Client.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
-			g.Expect(events.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", p.Name), HaveField("Reason", offloading.ReasonResizeRefused))))
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-		Consistently(func(g Gomega) {
-			g.Expect(remoteCPU(g, p.Name).Cmp(resource.MustParse("200m"))).To(BeZero(), "the provider's pod keeps what the quota allowed")
-			runningWith(g, p, "200m")
-		}).WithContext(ctx).WithTimeout(3 * time.Second).Should(Succeed())
-
-		By("room in the quota: the pending resize goes through")
-		Expect(provider.Client.Delete(ctx, quota)).To(Succeed())
-		Eventually(func(g Gomega) {
-			g.Expect(remoteCPU(g, p.Name).Cmp(resource.MustParse("150"))).To(BeZero())
-			runningWith(g, p, "150")
-			g.Expect(podCondition(p, corev1.PodResizePending)).To(BeNil())
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 
 		By("a provider whose nodes report no container resources: the resize is refused, as the API server refuses it for any such node")
-		plain := newPod("not-resizable", nil)
+		plain := createCPUPod(ctx, consumer, ns, "not-resizable", remotePodSpec(), nil)
 		Eventually(func(g Gomega) {
 			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(plain), plain)).To(Succeed())
 			g.Expect(plain.Status.Phase).To(Equal(corev1.PodRunning))
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
-		Expect(resize(plain, "200m")).To(MatchError(ContainSubstring("Pod running on node without support for resize")))
+		Expect(resizeCPU(ctx, consumer, plain, "200m")).To(MatchError(ContainSubstring("Pod running on node without support for resize")))
 	})
 
 	It("loses no pod and makes no duplicate when the virtual kubelet is SIGKILLed in the middle of offloading", func(ctx context.Context) {
