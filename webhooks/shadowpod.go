@@ -102,13 +102,24 @@ func (v *ShadowPodValidator) Handle(ctx context.Context, req admission.Request) 
 		level := podsecurity.LevelOf(fcs.Items, owner)
 		meta := metav1.ObjectMeta{Labels: sp.Spec.Template.Metadata.Labels, Annotations: sp.Spec.Template.Metadata.Annotations}
 		if err := podsecurity.Check(level, &meta, &sp.Spec.Template.Spec); err != nil {
-			return admission.Denied(fmt.Sprintf("spec.template: consumer %s's pods must meet the %s level here: %v", owner, level, err))
+			return invalid(fmt.Sprintf("spec.template: consumer %s's pods must meet the %s level here: %v", owner, level, err))
 		}
 	}
 	if !quota.Counts(sp) {
 		return admission.Allowed("")
 	}
 	return v.charge(ctx, owner, old, sp)
+}
+
+// invalid denies a template the provider will not take as it is, whenever
+// it is asked again (unlike an exceeded quota, which is Forbidden and may
+// pass later): HTTP 422 with reason Invalid, which the consumer's virtual
+// kubelet reads as a permanent refusal and fails the pod.
+func invalid(msg string) admission.Response {
+	resp := admission.Denied(msg)
+	resp.Result.Code = http.StatusUnprocessableEntity
+	resp.Result.Reason = metav1.StatusReasonInvalid
+	return resp
 }
 
 // requestingConsumer is the consumer whose credential made the request, or

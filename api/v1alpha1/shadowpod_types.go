@@ -10,6 +10,10 @@ const (
 	// ShadowPodCreated: the real pod exists. False with the provider's reason
 	// when it could not be created.
 	ShadowPodCreated = "PodCreated"
+	// ShadowPodResizeRefused: the provider refused to resize the real pod
+	// in place to the template's container resources (True, with its
+	// reason); absent while there is no refusal to report.
+	ShadowPodResizeRefused = "PodResizeRefused"
 )
 
 // PodMetadata is the part of a pod's metadata a consumer may set.

@@ -33,6 +33,8 @@ const (
 	ReasonPodRecreated = "PodRecreated"
 	ReasonPodConflict  = "PodConflict"
 	ReasonPodCompleted = "PodCompleted"
+	// ReasonResizeRefused: the provider refused to resize the pod in place.
+	ReasonResizeRefused = "ResizeRefused"
 )
 
 // DefaultShadowPodWorkers is how many ShadowPods are reconciled at once.
@@ -43,7 +45,8 @@ const DefaultShadowPodWorkers = 16
 // consumer's origin labels, owned by the ShadowPod), recreates it when
 // someone deletes it (counted in status.recreations) unless it ended for
 // good under its restart policy, carries label, annotation and image changes
-// to it, and deletes it before letting a deleted ShadowPod go.
+// to it, resizes it in place to the template's container resources, and
+// deletes it before letting a deleted ShadowPod go.
 type ShadowPodReconciler struct {
 	client.Client
 	// APIReader reads ShadowPods past the cache, when a recreation must be
@@ -58,6 +61,7 @@ type ShadowPodReconciler struct {
 // +kubebuilder:rbac:groups=ferry.io,resources=shadowpods,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ferry.io,resources=shadowpods/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods/resize,verbs=update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile keeps one ShadowPod's real pod.
@@ -94,10 +98,61 @@ func (r *ShadowPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.carryChanges(ctx, &sp, pod); err != nil {
 		return ctrl.Result{}, err
 	}
+	refusal, err := r.resize(ctx, &sp, pod)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	return r.setStatus(ctx, &sp, func(st *ferryv1alpha1.ShadowPodStatus) {
 		st.PodName, st.Phase = pod.Name, endedPhase(pod.Status.Phase)
 		setCreated(st, sp.Generation, metav1.ConditionTrue, ReasonPodCreated, fmt.Sprintf("pod %s exists", pod.Name))
+		if refusal == nil {
+			meta.RemoveStatusCondition(&st.Conditions, ferryv1alpha1.ShadowPodResizeRefused)
+		} else {
+			meta.SetStatusCondition(&st.Conditions, *refusal)
+		}
 	})
+}
+
+// resize resizes the pod in place, through its resize subresource, when the
+// template's container resources differ from the pod's (the consumer
+// resized its pod; the ShadowPod webhook charged any increase to the
+// quota). The provider's refusal (its nodes cannot resize, a QoS class
+// change, its own quotas) is returned as the ResizeRefused condition for
+// the consumer to report; other errors are retried.
+func (r *ShadowPodReconciler) resize(ctx context.Context, sp *ferryv1alpha1.ShadowPod, pod *corev1.Pod) (*metav1.Condition, error) {
+	updated := pod.DeepCopy()
+	if !setResources(updated.Spec.Containers, sp.Spec.Template.Spec.Containers) {
+		return nil, nil
+	}
+	err := r.SubResource("resize").Update(ctx, updated)
+	switch {
+	case err == nil:
+		log.FromContext(ctx).V(1).Info("Resized pod from its ShadowPod", "pod", klogRef(pod))
+		return nil, nil
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		r.event(sp, corev1.EventTypeWarning, ReasonResizeRefused, "Resize", err.Error())
+		return &metav1.Condition{Type: ferryv1alpha1.ShadowPodResizeRefused, Status: metav1.ConditionTrue,
+			Reason: string(apierrors.ReasonForError(err)), Message: err.Error(), ObservedGeneration: sp.Generation}, nil
+	}
+	return nil, fmt.Errorf("resize pod %s/%s: %w", pod.Namespace, pod.Name, err)
+}
+
+// setResources gives the containers of have the resources of their
+// namesakes in want, and tells whether any changed.
+func setResources(have, want []corev1.Container) bool {
+	changed := false
+	for i := range have {
+		for _, w := range want {
+			if w.Name != have[i].Name {
+				continue
+			}
+			if !equality.Semantic.DeepEqual(have[i].Resources, w.Resources) {
+				have[i].Resources = *w.Resources.DeepCopy()
+				changed = true
+			}
+		}
+	}
+	return changed
 }
 
 // createPod makes the real pod, unless it ended for good.

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ferryscheme "github.com/ferry-io/ferry/api/scheme"
@@ -76,5 +77,24 @@ func TestPodForCarriesTemplateAndOrigin(t *testing.T) {
 	pod.Spec.Containers[0].Image = "changed"
 	if sp.Spec.Template.Spec.Containers[0].Image != "nginx" {
 		t.Error("PodFor shares the template's memory")
+	}
+}
+
+// TestSetResourcesFollowsTheTemplate: a resize of the consumer's pod, once
+// in the template, changes the real pod's container resources; equal
+// quantities written differently are no change.
+func TestSetResourcesFollowsTheTemplate(t *testing.T) {
+	res := func(cpu string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}
+	}
+	have := []corev1.Container{{Name: "app", Resources: res("500m")}, {Name: "side", Resources: res("100m")}}
+	if setResources(have, []corev1.Container{{Name: "app", Resources: res("0.5")}, {Name: "side", Resources: res("100m")}}) {
+		t.Error("0.5 and 500m CPU are the same request: no resize")
+	}
+	if !setResources(have, []corev1.Container{{Name: "app", Resources: res("1")}, {Name: "side", Resources: res("100m")}}) {
+		t.Fatal("a raised request is a resize")
+	}
+	if got := have[0].Resources.Requests[corev1.ResourceCPU]; got.Cmp(resource.MustParse("1")) != 0 {
+		t.Errorf("app requests %s CPU, want the template's 1", got.String())
 	}
 }

@@ -54,6 +54,57 @@ func remotePodSpec() corev1.PodSpec {
 	}
 }
 
+// guaranteedCPU is q CPUs requested and limited.
+func guaranteedCPU(q string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)},
+		Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}}
+}
+
+// createCPUPod creates a pod of spec with 100m CPU in c, deleted when the
+// spec ends.
+func createCPUPod(ctx context.Context, c *testbed.Cluster, ns, name string, spec corev1.PodSpec, labels map[string]string) *corev1.Pod {
+	GinkgoHelper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Spec: spec}
+	p.Spec.Containers[0].Resources = guaranteedCPU("100m")
+	Expect(c.Client.Create(ctx, p)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		Expect(client.IgnoreNotFound(c.Client.Delete(ctx, p, client.GracePeriodSeconds(0)))).To(Succeed())
+	})
+	return p
+}
+
+// resizeCPU resizes p's first container to q CPUs through the resize
+// subresource.
+func resizeCPU(ctx context.Context, c *testbed.Cluster, p *corev1.Pod, q string) error {
+	GinkgoHelper()
+	var cur corev1.Pod
+	Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(p), &cur)).To(Succeed())
+	cur.Spec.Containers[0].Resources = guaranteedCPU(q)
+	_, err := c.Kube.CoreV1().Pods(cur.Namespace).UpdateResize(ctx, cur.Name, &cur, metav1.UpdateOptions{})
+	return err
+}
+
+// expectRunningWithCPU reads p from c and expects it Running with want CPUs
+// in its container's status (resources and allocatedResources), as the
+// provider's kubelet reports them.
+func expectRunningWithCPU(ctx context.Context, g Gomega, c *testbed.Cluster, p *corev1.Pod, want string) {
+	g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+	g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+	g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+	r := p.Status.ContainerStatuses[0].Resources
+	g.Expect(r).NotTo(BeNil(), "the provider's container resources come back")
+	g.Expect(r.Requests.Cpu().Cmp(resource.MustParse(want))).To(BeZero(), "requests %v", r.Requests)
+	g.Expect(p.Status.ContainerStatuses[0].AllocatedResources.Cpu().Cmp(resource.MustParse(want))).To(BeZero())
+}
+
+// remoteCPU is the CPU request of the first container of pod name in the
+// provider's namespace twin.
+func remoteCPU(ctx context.Context, g Gomega, provider *testbed.Cluster, twin, name string) *resource.Quantity {
+	var r corev1.Pod
+	g.Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: twin, Name: name}, &r)).To(Succeed())
+	return r.Spec.Containers[0].Resources.Requests.Cpu()
+}
+
 func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
 	for i := range p.Status.Conditions {
 		if p.Status.Conditions[i].Type == t {
@@ -229,7 +280,7 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		}).WithContext(ctx).WithTimeout(15*time.Second).Should(Succeed(), "gone on both sides well before the grace period: the remote pod stopped at once")
 	})
 
-	It("keeps a pod the provider cannot schedule Pending, with the provider scheduler's reason, not as running remotely", func(ctx context.Context) {
+	It("keeps a pod the provider cannot schedule Pending, with the provider scheduler's reason, not as running remotely, and still scheduled here", func(ctx context.Context) {
 		// 40 CPUs fit the virtual node (the grant sums three 32-CPU nodes)
 		// but no node of the provider.
 		big := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: ns}, Spec: remotePodSpec()}
@@ -246,6 +297,9 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 			g.Expect(c.Status).To(Equal(corev1.ConditionFalse))
 			g.Expect(c.Reason).To(Equal(offloading.ReasonPendingRemotely))
 			g.Expect(c.Message).To(MatchRegexp(`Unschedulable: 0/3 nodes are available: .*Insufficient cpu`))
+			// Bound here by the consumer's scheduler: PodScheduled stays its
+			// True, not the provider scheduler's False.
+			g.Expect(podCondition(big, corev1.PodScheduled)).To(HaveField("Status", corev1.ConditionTrue))
 			var events corev1.EventList
 			g.Expect(consumer.Client.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
 			g.Expect(events.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", "big"), HaveField("Reason", offloading.ReasonPendingRemotely),
@@ -307,6 +361,30 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		for _, p := range []*corev1.Pod{host, rejected} {
 			Expect(consumer.Client.Delete(ctx, p, client.GracePeriodSeconds(0))).To(Succeed())
 		}
+	})
+
+	It("resizes an offloaded pod in place on the provider and reports the result back; refuses it when the provider's nodes cannot resize", func(ctx context.Context) {
+		// kwok runs pods labelled KwokResizeLabel as a resizing kubelet does
+		// (container resources in the status, following the spec at once);
+		// the label reaches the provider's pod with the pod's other labels.
+		p := createCPUPod(ctx, consumer, ns, "resizable", remotePodSpec(), map[string]string{testbed.KwokResizeLabel: "true"})
+		Eventually(func(g Gomega) { expectRunningWithCPU(ctx, g, consumer, p, "100m") }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+		By("a resize through the resize subresource reaches the provider's pod, and its result comes back")
+		Expect(resizeCPU(ctx, consumer, p, "200m")).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(remoteCPU(ctx, g, provider, twin, p.Name).Cmp(resource.MustParse("200m"))).To(BeZero(), "the provider's pod is resized")
+			expectRunningWithCPU(ctx, g, consumer, p, "200m")
+			g.Expect(podCondition(p, corev1.PodResizePending)).To(BeNil())
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("a provider whose nodes report no container resources: the resize is refused, as the API server refuses it for any such node")
+		plain := createCPUPod(ctx, consumer, ns, "not-resizable", remotePodSpec(), nil)
+		Eventually(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(plain), plain)).To(Succeed())
+			g.Expect(plain.Status.Phase).To(Equal(corev1.PodRunning))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		Expect(resizeCPU(ctx, consumer, plain, "200m")).To(MatchError(ContainSubstring("Pod running on node without support for resize")))
 	})
 
 	It("loses no pod and makes no duplicate when the virtual kubelet is SIGKILLed in the middle of offloading", func(ctx context.Context) {

@@ -485,14 +485,16 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 				c := podCondition(p, ferryv1alpha1.PodConditionOffloaded)
 				g.Expect(c).NotTo(BeNil())
 				g.Expect(c.Status).To(Equal(corev1.ConditionFalse))
-				g.Expect(c.Reason).To(Equal(offloading.ReasonShadowPodRejected))
+				g.Expect(c.Reason).To(Equal(offloading.ReasonOffloadingRefused))
 				for _, w := range want {
 					g.Expect(c.Message).To(ContainSubstring(w))
 				}
-				g.Expect(p.Status.Phase).NotTo(Equal(corev1.PodRunning))
+				// Refused for good, as a hostNetwork pod is: Failed, not Pending forever.
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
+				g.Expect(p.Status.Reason).To(Equal(offloading.ReasonOffloadingRefused))
 				var events corev1.EventList
 				g.Expect(consumer.Client.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
-				g.Expect(events.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", p.Name), HaveField("Reason", offloading.ReasonShadowPodRejected),
+				g.Expect(events.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", p.Name), HaveField("Reason", offloading.ReasonOffloadingRefused),
 					HaveField("Message", ContainSubstring(want[0])))))
 			}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		}
@@ -611,6 +613,52 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", c.what, err)
 			Expect(err).To(MatchError(ContainSubstring("ferry-virtual-kubelet-restriction")), "%s: refused by the policy, not by RBAC", c.what)
 		}
+	})
+
+	It("holds an in-place resize beyond the PeeringQuota pending, Deferred with the quota's reason, and lets it through once there is room", Label("offloading"), func(ctx context.Context) {
+		ns, twin := offload(ctx, "resize", ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote})
+		// Labelled so that kwok resizes it as a kubelet does (testbed.KwokResizeLabel).
+		p := createCPUPod(ctx, consumer, ns, "resizable", corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}},
+			map[string]string{testbed.KwokResizeLabel: "true"})
+		Eventually(func(g Gomega) { expectRunningWithCPU(ctx, g, consumer, p, "100m") }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+		quota := &ferryv1alpha1.PeeringQuota{ObjectMeta: metav1.ObjectMeta{Name: "resize", Namespace: peering.TenantNamespace("consumer")},
+			Spec: ferryv1alpha1.PeeringQuotaSpec{ConsumerClusterID: "consumer", Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}
+		Expect(provider.Client.Create(ctx, quota)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(provider.Client.Delete(ctx, quota))).To(Succeed())
+		})
+		Eventually(func(g Gomega) {
+			g.Expect(provider.Client.Get(ctx, client.ObjectKeyFromObject(quota), quota)).To(Succeed())
+			g.Expect(quota.Status.ObservedGeneration).To(Equal(quota.Generation))
+			g.Expect(quota.Status.Used.Cpu().Cmp(resource.MustParse("100m"))).To(BeNumerically(">=", 0), "the quota counts the pod")
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "ferry sees the quota")
+
+		By("2 CPUs: more than the quota, within the virtual node's allocatable (the consumer's API server refuses a resize beyond that itself)")
+		Expect(resizeCPU(ctx, consumer, p, "2")).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+			c := podCondition(p, corev1.PodResizePending)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(corev1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(corev1.PodReasonDeferred))
+			g.Expect(c.Message).To(ContainSubstring("PeeringQuota of consumer consumer exceeded"))
+			var events corev1.EventList
+			g.Expect(consumer.Client.List(ctx, &events, client.InNamespace(ns))).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", p.Name), HaveField("Reason", offloading.ReasonResizeRefused))))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(remoteCPU(ctx, g, provider, twin, p.Name).Cmp(resource.MustParse("100m"))).To(BeZero(), "the provider's pod keeps what the quota allowed")
+			expectRunningWithCPU(ctx, g, consumer, p, "100m")
+		}).WithContext(ctx).WithTimeout(3 * time.Second).Should(Succeed())
+
+		By("room in the quota: the pending resize goes through")
+		Expect(provider.Client.Delete(ctx, quota)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(remoteCPU(ctx, g, provider, twin, p.Name).Cmp(resource.MustParse("2"))).To(BeZero())
+			expectRunningWithCPU(ctx, g, consumer, p, "2")
+			g.Expect(podCondition(p, corev1.PodResizePending)).To(BeNil())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	})
 
 	It("lets a consumer write ShadowPods only in its twin namespaces as itself, within its PeeringQuota, exactly under parallel creates and updates", func(ctx context.Context) {

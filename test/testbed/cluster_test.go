@@ -15,7 +15,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/ferry-io/ferry/test/testbed/binaries"
 )
@@ -190,5 +192,71 @@ func TestAPIServerOutageAndReturnKeepsTheData(t *testing.T) {
 	}
 	if err := c.StartAPIServer(t.Context()); err == nil {
 		t.Fatal("starting a running API server twice was accepted")
+	}
+}
+
+// TestKwokResizesLabelledPodsInPlace: a kwok pod labelled KwokResizeLabel
+// reports its containers' resources, so the API server accepts a resize of
+// it, and then reports the new ones; an unlabelled pod reports none and its
+// resize is refused, as kwok v0.8.0 alone does.
+func TestKwokResizesLabelledPodsInPlace(t *testing.T) {
+	RequireBinaries(t)
+	ctx := t.Context()
+	c, err := Start(ctx, Options{Name: "resize", Kwok: true, Nodes: []NodePool{{Name: "n", Count: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	// No controller manager here to make it.
+	if _, err := c.Kube.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cpu := func(q string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)},
+			Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}}
+	}
+	pod := func(name string, labels map[string]string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels},
+			Spec: corev1.PodSpec{NodeName: "n-0", Containers: []corev1.Container{{Name: "app", Image: "app", Resources: cpu("100m")}}}}
+		p, err := c.Kube.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	running := func(p *corev1.Pod, want string) *corev1.Pod {
+		t.Helper()
+		var got *corev1.Pod
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			if got, err = c.Kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
+				return false, err
+			}
+			if got.Status.Phase != corev1.PodRunning || len(got.Status.ContainerStatuses) != 1 {
+				return false, nil
+			}
+			r := got.Status.ContainerStatuses[0].Resources
+			if want == "" {
+				return r == nil, nil
+			}
+			return r != nil && r.Requests.Cpu().Cmp(resource.MustParse(want)) == 0 && r.Limits.Cpu().Cmp(resource.MustParse(want)) == 0 &&
+				got.Status.ContainerStatuses[0].AllocatedResources.Cpu().Cmp(resource.MustParse(want)) == 0, nil
+		})
+		if err != nil {
+			t.Fatalf("pod %s running with %q CPU in its container status: %v (status %+v)\n%s", p.Name, want, err, got.Status, c.Logs(30))
+		}
+		return got
+	}
+	resized := running(pod("resizable", map[string]string{KwokResizeLabel: "true"}), "100m")
+	resized.Spec.Containers[0].Resources = cpu("200m")
+	if _, err := c.Kube.CoreV1().Pods("default").UpdateResize(ctx, resized.Name, resized, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("resize of a labelled pod: %v", err)
+	}
+	running(resized, "200m")
+
+	plain := running(pod("plain", nil), "")
+	plain.Spec.Containers[0].Resources = cpu("200m")
+	if _, err := c.Kube.CoreV1().Pods("default").UpdateResize(ctx, plain.Name, plain, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "without support for resize") {
+		t.Errorf("resize of an unlabelled kwok pod: %v, want the API server's refusal", err)
 	}
 }

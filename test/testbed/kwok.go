@@ -18,6 +18,55 @@ import (
 // to manage nodes carrying it, so a virtual kubelet's node is left alone.
 const KwokNodeAnnotation = "kwok.x-k8s.io/node"
 
+// KwokResizeLabel, set to "true" on a pod, makes kwok run it as a kubelet
+// that resizes pods in place does (kwok v0.8.0 alone does not): each
+// running container's status.containerStatuses[].resources (and
+// allocatedResources) follows its spec, at once after a resize. The API
+// server accepts a resize only of a pod whose running containers report
+// their resources. Opt-in, so other pods cost no extra status write.
+const KwokResizeLabel = "testbed.ferry.io/in-place-resize"
+
+// kwokPodResize is the Stage behind KwokResizeLabel. A resize is done the
+// moment it is seen: kwok sets no PodResizePending or PodResizeInProgress
+// condition.
+var kwokPodResize = fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-resize
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.labels["%[1]s"]'
+      operator: In
+      values: ["true"]
+    - key: '.metadata.deletionTimestamp'
+      operator: DoesNotExist
+    - key: '.status.phase'
+      operator: In
+      values: ["Running"]
+    - key: '[.spec.containers[] | {name, resources}] == [.status.containerStatuses[]? | {name, resources}]'
+      operator: In
+      values: ["false"]
+  next:
+    patches:
+    - subresource: status
+      root: status
+      type: merge
+      template: |
+        containerStatuses:
+        {{- $spec := .spec.containers }}
+        {{- range $s := .status.containerStatuses }}
+        {{- range $c := $spec }}
+        {{- if eq $c.name $s.name }}
+        - {{ toJson (merge (dict "resources" $c.resources "allocatedResources" (default (dict) $c.resources.requests)) $s) }}
+        {{- end }}
+        {{- end }}
+        {{- end }}
+`, KwokResizeLabel)
+
 // KwokPodLogFile is, in a cluster's Dir, the file every kwok pod's
 // containers log, in the CRI log format (kubectl logs reads it, -f follows
 // it as it grows; attach starts from it). AppendPodLog makes pods log.
@@ -69,7 +118,8 @@ spec:
 
 // startKwok runs kwok with the stages shipped in kwok's own module (node
 // initialization, heartbeat with leases, pods Running and Ready at once,
-// completion and deletion): a node it manages behaves like a healthy
+// completion and deletion) and the test bed's in-place resize of pods
+// labelled KwokResizeLabel: a node it manages behaves like a healthy
 // kubelet's, at the version pinned in go.mod.
 func (c *Cluster) startKwok(pki *credentials, port int) error {
 	stages := strings.Join([]string{
@@ -78,6 +128,7 @@ func (c *Cluster) startKwok(pki *credentials, port int) error {
 		podfast.DefaultPodReady,
 		podfast.DefaultPodComplete,
 		podfast.DefaultPodDelete,
+		kwokPodResize,
 		kwokDebugging(c.Dir),
 	}, "\n---\n")
 	if err := os.MkdirAll(filepath.Join(c.Dir, KwokExecDir), 0o700); err != nil {

@@ -335,7 +335,7 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		return 0, nil
 	}
 	if refusal := Refuse(pod); refusal != nil {
-		if c.writeStatus(ctx, pod, refusedStatus(pod, refusal)) {
+		if c.writeStatus(ctx, pod, refusedStatus(pod, refusal.Error())) {
 			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonOffloadingRefused, refusal.Error())
 		}
 		return 0, nil
@@ -381,6 +381,16 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		}
 		updated.Annotations[AnnotationTemplateHash] = want.Annotations[AnnotationTemplateHash]
 		if err := c.remote.Update(ctx, updated); err != nil {
+			if remote := t.remotePod(pod.Name); remote != nil && remote.Labels[ferryv1alpha1.LabelOriginUID] == string(pod.UID) && resizeRequested(pod, remote) {
+				// A resize the provider refuses (its quota): say so on the
+				// pod, as a kubelet says why it does not resize.
+				msg := fmt.Sprintf("cluster %s refused the resize: %v", c.cfg.ProviderClusterID, err)
+				st := *pod.Status.DeepCopy()
+				st.Conditions = withResizePending(pod, st.Conditions, resizeRefusalReason(apierrors.ReasonForError(err)), msg)
+				if c.writeStatus(ctx, pod, st) {
+					c.recorder.Event(pod, corev1.EventTypeWarning, ReasonResizeRefused, msg)
+				}
+			}
 			return 0, fmt.Errorf("update shadow pod %s/%s: %w", t.name, pod.Name, err)
 		}
 		klog.FromContext(ctx).V(1).Info("Updated shadow pod", "pod", klog.KObj(pod), "twinNamespace", t.name)
@@ -396,6 +406,10 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 	switch {
 	case remote != nil:
 		st := statusFromRemote(pod, remote, shadow.Status.Recreations, c.cfg.ProviderClusterID, c.cfg.RemapPodIP)
+		if refused := shadowResizeRefusal(shadow); refused != nil && resizeRequested(pod, remote) {
+			msg := fmt.Sprintf("cluster %s refused the resize: %s", c.cfg.ProviderClusterID, refused.Message)
+			st.Conditions = withResizePending(pod, st.Conditions, resizeRefusalReason(metav1.StatusReason(refused.Reason)), msg)
+		}
 		if st.Phase != corev1.PodPending {
 			c.pending.forget(key)
 		} else if wait := c.pending.wait(key, pod.UID); wait > 0 && !equality.Semantic.DeepEqual(pod.Status, st) {
@@ -413,7 +427,11 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 	case shadowRejection(shadow) != nil:
 		cond := shadowRejection(shadow)
 		msg := fmt.Sprintf("cluster %s cannot create the pod: %s: %s", c.cfg.ProviderClusterID, cond.Reason, cond.Message)
-		if c.writeStatus(ctx, pod, statusWithCondition(pod, corev1.ConditionFalse, ReasonShadowPodRejected, msg)) {
+		if refusedForGood(metav1.StatusReason(cond.Reason)) {
+			if c.writeStatus(ctx, pod, refusedStatus(pod, msg)) {
+				c.recorder.Event(pod, corev1.EventTypeWarning, ReasonOffloadingRefused, msg)
+			}
+		} else if c.writeStatus(ctx, pod, statusWithCondition(pod, corev1.ConditionFalse, ReasonShadowPodRejected, msg)) {
 			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonShadowPodRejected, msg)
 		}
 	}
@@ -451,8 +469,18 @@ func (c *controller) createShadowPod(ctx context.Context, pod *corev1.Pod, sp *f
 	case apierrors.IsAlreadyExists(err):
 		return nil // the watch brings it
 	}
+	if refusedForGood(apierrors.ReasonForError(err)) {
+		// Asking again gets the same answer: fail the pod, as a kubelet
+		// fails one it cannot admit.
+		msg := fmt.Sprintf("cluster %s refuses the pod as it is: %v", c.cfg.ProviderClusterID, err)
+		if c.writeStatus(ctx, pod, refusedStatus(pod, msg)) {
+			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonOffloadingRefused, msg)
+		}
+		klog.FromContext(ctx).V(1).Info("Provider refused the pod for good", "pod", klog.KObj(pod), "err", err.Error())
+		return nil
+	}
 	reason, msg := ReasonShadowPodRejected, fmt.Sprintf("cluster %s refused the shadow pod: %v", c.cfg.ProviderClusterID, err)
-	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+	if !apierrors.IsForbidden(err) {
 		reason, msg = ReasonOffloadRetrying, fmt.Sprintf("cluster %s could not take the shadow pod yet, retrying: %v", c.cfg.ProviderClusterID, err)
 	}
 	if c.writeStatus(ctx, pod, statusWithCondition(pod, corev1.ConditionFalse, reason, msg)) {

@@ -2,8 +2,10 @@ package offloading
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -21,10 +23,14 @@ const (
 	// ReasonNamespaceNotOffloaded: the pod's namespace has no Ready twin
 	// namespace in the provider behind the node it was bound to.
 	ReasonNamespaceNotOffloaded = "NamespaceNotOffloaded"
-	// ReasonOffloadingRefused: ferry does not offload such a pod (host
-	// namespaces, host paths); the pod fails, as a kubelet refusing it would.
+	// ReasonOffloadingRefused: the pod can never run remotely as it is:
+	// ferry does not offload it (host namespaces, host paths), or the
+	// provider refuses it for good (refusedForGood: its Pod Security
+	// level, an invalid field). The pod fails, as a kubelet refusing it
+	// would.
 	ReasonOffloadingRefused = "OffloadingRefused"
-	// ReasonShadowPodRejected: the provider refused the ShadowPod.
+	// ReasonShadowPodRejected: the provider refused the ShadowPod for now
+	// (Forbidden: an exceeded quota); ferry retries with backoff.
 	ReasonShadowPodRejected = "ShadowPodRejected"
 	// ReasonOffloadRetrying: the provider could not take the ShadowPod yet
 	// (its API server or admission webhook unreachable, a timeout, an
@@ -69,6 +75,10 @@ func statusFromRemote(local *corev1.Pod, remote *corev1.Pod, recreations int32, 
 	st.Resize = local.Status.Resize
 	st.ResourceClaimStatuses = local.Status.ResourceClaimStatuses
 	st.ExtendedResourceClaimStatus = local.Status.ExtendedResourceClaimStatus
+	// PodScheduled is the consumer scheduler's: it bound the pod to the
+	// virtual node. The provider's scheduling of the remote copy shows in
+	// the Offloaded condition (PendingRemotely with its reason).
+	st.Conditions = withLocalCondition(local, st.Conditions, corev1.PodScheduled)
 	// Generations are the local pod's: the remote one counts remote updates.
 	if st.ObservedGeneration != 0 {
 		st.ObservedGeneration = local.Generation
@@ -97,6 +107,18 @@ func statusFromRemote(local *corev1.Pod, remote *corev1.Pod, recreations int32, 
 	st.Conditions = withOffloadedCondition(local, st.Conditions, corev1.ConditionTrue, ReasonRunningRemotely,
 		fmt.Sprintf("running in cluster %s as %s/%s", provider, remote.Namespace, remote.Name))
 	return st
+}
+
+// withLocalCondition is conditions with the one of type t replaced by the
+// local pod's (dropped when the local pod has none).
+func withLocalCondition(local *corev1.Pod, conditions []corev1.PodCondition, t corev1.PodConditionType) []corev1.PodCondition {
+	out := slices.DeleteFunc(conditions, func(c corev1.PodCondition) bool { return c.Type == t })
+	for _, c := range local.Status.Conditions {
+		if c.Type == t {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // pendingReason is why the provider does not run a pending pod, in the
@@ -171,14 +193,23 @@ func offloadedConditionIn(conditions []corev1.PodCondition) *corev1.PodCondition
 	return nil
 }
 
-// refusedStatus fails a pod ferry will not offload, as a kubelet fails a pod
-// it cannot admit: phase Failed with the reason.
-func refusedStatus(local *corev1.Pod, refusal *Refusal) corev1.PodStatus {
-	st := statusWithCondition(local, corev1.ConditionFalse, ReasonOffloadingRefused, refusal.Error())
+// refusedStatus fails a pod that can never run remotely as it is, as a
+// kubelet fails a pod it cannot admit: phase Failed with the reason.
+func refusedStatus(local *corev1.Pod, message string) corev1.PodStatus {
+	st := statusWithCondition(local, corev1.ConditionFalse, ReasonOffloadingRefused, message)
 	st.Phase = corev1.PodFailed
 	st.Reason = ReasonOffloadingRefused
-	st.Message = refusal.Error()
+	st.Message = message
 	return st
+}
+
+// refusedForGood tells whether a provider's refusal (of a ShadowPod, or of
+// its real pod) is permanent: the object is invalid as it is (ferry's Pod
+// Security check answers Invalid, as API validation does), so asking again
+// gets the same answer. Anything else (Forbidden by an exceeded quota, an
+// unreachable webhook, a timeout) may pass later and is retried.
+func refusedForGood(reason metav1.StatusReason) bool {
+	return reason == metav1.StatusReasonInvalid || reason == metav1.StatusReasonBadRequest
 }
 
 // shadowRejection is the provider's reason for not running the pod, from
@@ -186,6 +217,78 @@ func refusedStatus(local *corev1.Pod, refusal *Refusal) corev1.PodStatus {
 func shadowRejection(sp *ferryv1alpha1.ShadowPod) *metav1.Condition {
 	c := meta.FindStatusCondition(sp.Status.Conditions, ferryv1alpha1.ShadowPodCreated)
 	if c == nil || c.Status != metav1.ConditionFalse {
+		return nil
+	}
+	return c
+}
+
+// ReasonResizeRefused is the event reason of a resize the provider refused.
+const ReasonResizeRefused = "ResizeRefused"
+
+// resizeRequested tells whether the local pod asks for container resources
+// the remote pod does not run with (status.containerStatuses[].resources,
+// which the provider's kubelet reports): a resize is not done yet.
+func resizeRequested(local, remote *corev1.Pod) bool {
+	if remote == nil {
+		return false
+	}
+	running := map[string]*corev1.ResourceRequirements{}
+	for i := range remote.Status.ContainerStatuses {
+		running[remote.Status.ContainerStatuses[i].Name] = remote.Status.ContainerStatuses[i].Resources
+	}
+	for _, c := range local.Spec.Containers {
+		r, ok := running[c.Name]
+		if !ok || r == nil {
+			continue
+		}
+		if !equality.Semantic.DeepEqual(c.Resources.Requests, r.Requests) || !equality.Semantic.DeepEqual(c.Resources.Limits, r.Limits) {
+			return true
+		}
+	}
+	return false
+}
+
+// resizeRefusalReason is the PodResizePending reason of a provider's
+// refusal to resize: Infeasible when asking again cannot pass
+// (refusedForGood, or the provider's nodes cannot resize), else Deferred
+// (an exceeded quota may leave room later).
+func resizeRefusalReason(reason metav1.StatusReason) string {
+	if refusedForGood(reason) {
+		return corev1.PodReasonInfeasible
+	}
+	return corev1.PodReasonDeferred
+}
+
+// withResizePending sets the PodResizePending condition, as a kubelet does
+// for a resize it cannot do (yet), keeping its transition time when it
+// stays.
+func withResizePending(local *corev1.Pod, conditions []corev1.PodCondition, reason, message string) []corev1.PodCondition {
+	cond := corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: reason, Message: message,
+		ObservedGeneration: local.Generation, LastTransitionTime: metav1.Now().Rfc3339Copy()}
+	out := make([]corev1.PodCondition, 0, len(conditions)+1)
+	for _, c := range conditions {
+		if c.Type != corev1.PodResizePending {
+			out = append(out, c)
+			continue
+		}
+		if c.Status == corev1.ConditionTrue {
+			cond.LastTransitionTime = c.LastTransitionTime
+		}
+	}
+	for _, c := range local.Status.Conditions {
+		if c.Type == corev1.PodResizePending && c.Status == corev1.ConditionTrue {
+			cond.LastTransitionTime = c.LastTransitionTime
+		}
+	}
+	return append(out, cond)
+}
+
+// shadowResizeRefusal is the provider's refusal to resize the real pod to
+// the ShadowPod's current template, from its PodResizeRefused condition,
+// or nil.
+func shadowResizeRefusal(sp *ferryv1alpha1.ShadowPod) *metav1.Condition {
+	c := meta.FindStatusCondition(sp.Status.Conditions, ferryv1alpha1.ShadowPodResizeRefused)
+	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != sp.Generation {
 		return nil
 	}
 	return c

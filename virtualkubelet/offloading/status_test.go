@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -79,7 +80,7 @@ func TestStatusFromRemote(t *testing.T) {
 
 func TestRefusedStatusFailsThePodWithTheReason(t *testing.T) {
 	local := boundPod()
-	st := refusedStatus(local, &Refusal{Field: "spec.hostNetwork", Message: "no"})
+	st := refusedStatus(local, (&Refusal{Field: "spec.hostNetwork", Message: "no"}).Error())
 	if st.Phase != corev1.PodFailed || st.Reason != ReasonOffloadingRefused || !strings.Contains(st.Message, "spec.hostNetwork") {
 		t.Errorf("status %+v: want Failed with the reason naming the field", st)
 	}
@@ -168,5 +169,101 @@ func TestStatusFromRemotePending(t *testing.T) {
 				t.Errorf("pendingReason = %q, %v; want %q, %v", why, warn, tc.want, tc.warn)
 			}
 		})
+	}
+}
+
+// TestStatusFromRemoteKeepsTheLocalPodScheduled: the consumer's scheduler
+// bound the pod to the virtual node, so its PodScheduled stays the local
+// one (True) while the provider's scheduler still holds the remote copy;
+// the provider's reason shows in the Offloaded condition instead.
+func TestStatusFromRemoteKeepsTheLocalPodScheduled(t *testing.T) {
+	bound := metav1.NewTime(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC))
+	local := boundPod()
+	local.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: bound},
+	}}
+	remote := runningRemote()
+	remote.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"},
+	}}
+	st := statusFromRemote(local, remote, 0, "provider", nil)
+	var scheduled []corev1.PodCondition
+	for _, c := range st.Conditions {
+		if c.Type == corev1.PodScheduled {
+			scheduled = append(scheduled, c)
+		}
+	}
+	if len(scheduled) != 1 || scheduled[0].Status != corev1.ConditionTrue || !scheduled[0].LastTransitionTime.Equal(&bound) {
+		t.Errorf("PodScheduled conditions %+v: want only the local one, True since the binding", scheduled)
+	}
+	if c := offloadedConditionIn(st.Conditions); c == nil || !strings.Contains(c.Message, "Unschedulable: 0/3 nodes are available") {
+		t.Errorf("Offloaded condition %+v: want the provider's scheduling reason", c)
+	}
+
+	// A local pod without the condition (bound directly) gets none from the
+	// provider either.
+	local.Status.Conditions = nil
+	for _, c := range statusFromRemote(local, remote, 0, "provider", nil).Conditions {
+		if c.Type == corev1.PodScheduled {
+			t.Errorf("PodScheduled %+v copied from the provider", c)
+		}
+	}
+}
+
+// TestResizePendingSaysWhyTheProviderDoesNotResize: a resize the local pod
+// asks for and the remote pod does not run with yet is reported as a
+// kubelet reports one it cannot do: PodResizePending, Deferred when it may
+// pass later (a quota), Infeasible when it cannot (refused as invalid: the
+// provider's nodes cannot resize).
+func TestResizePendingSaysWhyTheProviderDoesNotResize(t *testing.T) {
+	cpu := func(q string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)},
+			Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}}
+	}
+	local := boundPod()
+	local.Generation = 2
+	local.Spec.Containers = []corev1.Container{{Name: "web", Resources: cpu("2")}}
+	remote := runningRemote()
+	running := cpu("1")
+	remote.Status.ContainerStatuses[0].Resources = &running
+	if !resizeRequested(local, remote) {
+		t.Error("2 CPUs asked, 1 running: a resize is requested")
+	}
+	done := cpu("2000m")
+	remote.Status.ContainerStatuses[0].Resources = &done
+	if resizeRequested(local, remote) {
+		t.Error("2 CPUs asked, 2000m running: nothing to resize")
+	}
+	remote.Status.ContainerStatuses[0].Resources = nil
+	if resizeRequested(local, remote) {
+		t.Error("a provider that reports no resources shows no resize")
+	}
+
+	if got := resizeRefusalReason(metav1.StatusReasonForbidden); got != corev1.PodReasonDeferred {
+		t.Errorf("a quota's Forbidden: reason %s, want Deferred", got)
+	}
+	if got := resizeRefusalReason(metav1.StatusReasonInvalid); got != corev1.PodReasonInfeasible {
+		t.Errorf("Invalid: reason %s, want Infeasible", got)
+	}
+	conds := withResizePending(local, local.Status.Conditions, corev1.PodReasonDeferred, "cluster provider refused the resize: PeeringQuota exceeded")
+	var pending *corev1.PodCondition
+	for i := range conds {
+		if conds[i].Type == corev1.PodResizePending {
+			pending = &conds[i]
+		}
+	}
+	if pending == nil || pending.Status != corev1.ConditionTrue || pending.Reason != corev1.PodReasonDeferred ||
+		!strings.Contains(pending.Message, "PeeringQuota") || pending.ObservedGeneration != 2 {
+		t.Errorf("PodResizePending %+v: want True Deferred, the provider's message, at generation 2", pending)
+	}
+
+	sp := &ferryv1alpha1.ShadowPod{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	sp.Status.Conditions = []metav1.Condition{{Type: ferryv1alpha1.ShadowPodResizeRefused, Status: metav1.ConditionTrue, Reason: "Invalid", ObservedGeneration: 2}}
+	if shadowResizeRefusal(sp) != nil {
+		t.Error("a refusal of an earlier template is not this one's")
+	}
+	sp.Status.Conditions[0].ObservedGeneration = 3
+	if c := shadowResizeRefusal(sp); c == nil || c.Reason != "Invalid" {
+		t.Errorf("refusal %+v, want the Invalid one", c)
 	}
 }
