@@ -8,10 +8,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
-	"strconv"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
@@ -86,15 +84,11 @@ func runGateway(args []string, klogFlags *flag.FlagSet) error {
 	fs.AddGoFlagSet(klogFlags)
 	c.parse(fs, args)
 
-	host, port, err := net.SplitHostPort(endpoint)
+	host, port, err := gateway.ParseEndpoint(endpoint)
 	if err != nil {
-		return fmt.Errorf("--endpoint %q: want address:port: %w", endpoint, err)
+		return fmt.Errorf("--endpoint %q: %w", endpoint, err)
 	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil || p == 0 {
-		return fmt.Errorf("--endpoint %q: port %q is not a port number", endpoint, port)
-	}
-	g.EndpointAddress, g.EndpointPort = host, int32(p)
+	g.EndpointAddress, g.EndpointPort = host, port
 	if g.PodAddress, err = netip.ParseAddr(podAddress); err != nil {
 		return fmt.Errorf("--pod-address %q: not an IP address (set it, or $POD_IP from the downward API)", podAddress)
 	}
