@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +23,7 @@ import (
 	fabricctrl "github.com/ferry-io/ferry/controllers/fabric"
 	"github.com/ferry-io/ferry/controllers/offloading"
 	"github.com/ferry-io/ferry/controllers/peering"
+	"github.com/ferry-io/ferry/kubeconfig"
 	"github.com/ferry-io/ferry/storage"
 	"github.com/ferry-io/ferry/version"
 )
@@ -79,9 +79,9 @@ func main() {
 }
 
 func run(f flags) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	cfg, err := kubeconfig.ForComponent("--kubeconfig", f.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+		return err
 	}
 	cfg.QPS, cfg.Burst = f.qps, f.burst
 	if f.opts.Network.Disabled {

@@ -12,7 +12,6 @@ import (
 	"os"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -20,6 +19,7 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/fabric/gateway"
 	"github.com/ferry-io/ferry/fabric/netns"
+	"github.com/ferry-io/ferry/kubeconfig"
 	"github.com/ferry-io/ferry/version"
 )
 
@@ -101,9 +101,9 @@ func runGateway(args []string, klogFlags *flag.FlagSet) error {
 	g.DataPlane.ForceUserspace, g.DataPlane.Log = forceUserspace, ctrl.Log.WithName("dataplane")
 	g.Options = c.opts
 	g.ClusterID = ferryv1alpha1.ClusterID(c.clusterID)
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	cfg, err := kubeconfig.ForComponent("--kubeconfig", c.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+		return err
 	}
 	mgr, err := gateway.NewGateway(cfg, g)
 	if err != nil {
@@ -124,9 +124,9 @@ func routeAgent(args []string, klogFlags *flag.FlagSet) error {
 	}
 	defer ns.Close()
 	c.opts.ClusterID = ferryv1alpha1.ClusterID(c.clusterID)
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	cfg, err := kubeconfig.ForComponent("--kubeconfig", c.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+		return err
 	}
 	mgr, err := gateway.NewRouteAgent(cfg, c.opts, &gateway.NodePlane{NS: ns, Links: gateway.Links{Prefix: c.prefix}})
 	if err != nil {

@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ferry-io/ferry/kubeconfig"
 	"github.com/ferry-io/ferry/version"
 )
 
@@ -67,13 +67,9 @@ func (p *pair) configs() (consumer, provider *rest.Config, err error) {
 // loadConfig reads a kubeconfig (the default loading rules when path is
 // empty) at a context (the current one when empty); errors name the flag.
 func loadConfig(flag, path, context string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if path != "" {
-		rules.ExplicitPath = path
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	cfg, err := kubeconfig.ForCLI(flag, path, context)
 	if err != nil {
-		return nil, fmt.Errorf("%s %q (context %q): %w", flag, path, context, err)
+		return nil, err
 	}
 	cfg.Timeout = 15 * time.Second
 	return cfg, nil
