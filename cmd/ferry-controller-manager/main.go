@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,7 +46,7 @@ func main() {
 	fs.DurationVar(&f.opts.GrantDebounce, "grant-debounce", 2*time.Second, "delay before re-granting after node and pod changes")
 	fs.StringToStringVar(&f.opts.ClusterLabels, "cluster-labels", nil, "labels suggested for the virtual nodes standing for this cluster, e.g. ferry.io/provider=acme (region and zone come from the nodes)")
 	fs.StringVar(&f.vkMode, "virtual-kubelet-mode", "deployment", "how virtual kubelets run: deployment (one per virtual node, in its namespace) or process (local processes, for the demo)")
-	fs.StringVar(&f.vkImage, "virtual-kubelet-image", "", "ferry-virtual-kubelet image (deployment mode)")
+	fs.StringVar(&f.vkImage, "virtual-kubelet-image", "", "ferry-virtual-kubelet image (deployment mode; needed only when this cluster consumes a provider)")
 	fs.StringVar(&f.vkBinary, "virtual-kubelet-binary", "ferry-virtual-kubelet", "ferry-virtual-kubelet executable (process mode)")
 	fs.StringVar(&f.vkLogDir, "virtual-kubelet-log-dir", os.TempDir(), "folder for the virtual kubelets' logs (process mode)")
 	fs.StringSliceVar(&f.vkArgs, "virtual-kubelet-arg", nil, "extra flag for every virtual kubelet, e.g. --virtual-kubelet-arg=--health-check-period=5s (repeatable)")
@@ -88,24 +89,13 @@ func run(f flags) error {
 		// The virtual kubelets then pass pod addresses unchanged too.
 		f.vkArgs = append(f.vkArgs, "--disable-network")
 	}
-	switch f.vkMode {
-	case "process":
-		l := &peering.ProcessLauncher{Binary: f.vkBinary, Kubeconfig: f.kubeconfig, LogDir: f.vkLogDir, ExtraArgs: f.vkArgs}
+	if f.opts.Launcher, err = newLauncher(f, cfg); err != nil {
+		return err
+	}
+	if l, ok := f.opts.Launcher.(*peering.ProcessLauncher); ok {
 		// On the way out, the virtual kubelets stop with a SIGTERM (they would
 		// otherwise die with this process, killed).
 		defer l.StopAll(context.Background())
-		f.opts.Launcher = l
-	case "deployment":
-		if f.vkImage == "" {
-			return fmt.Errorf("--virtual-kubelet-image is required with --virtual-kubelet-mode=deployment")
-		}
-		c, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
-		if err != nil {
-			return fmt.Errorf("build client: %w", err)
-		}
-		f.opts.Launcher = &peering.DeploymentLauncher{Client: c, Image: f.vkImage, ExtraArgs: f.vkArgs}
-	default:
-		return fmt.Errorf("--virtual-kubelet-mode %q: must be one of %s", f.vkMode, strings.Join([]string{"deployment", "process"}, ", "))
 	}
 	f.opts.ClusterID = ferryv1alpha1.ClusterID(f.clusterID)
 	ctx := ctrl.SetupSignalHandler()
@@ -114,4 +104,26 @@ func run(f flags) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// newLauncher is the virtual kubelet launcher of --virtual-kubelet-mode.
+// In deployment mode --virtual-kubelet-image may be empty: a cluster that
+// only provides runs no virtual kubelet, and the launcher fails, naming
+// the flag, only when this cluster consumes.
+func newLauncher(f flags, cfg *rest.Config) (peering.VirtualKubeletLauncher, error) {
+	switch f.vkMode {
+	case "process":
+		return &peering.ProcessLauncher{Binary: f.vkBinary, Kubeconfig: f.kubeconfig, LogDir: f.vkLogDir, ExtraArgs: f.vkArgs}, nil
+	case "deployment":
+		if f.vkImage == "" {
+			klog.InfoS("No --virtual-kubelet-image: this cluster can provide to peers; consuming a provider fails until the manager is restarted with one")
+		}
+		c, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
+		if err != nil {
+			return nil, fmt.Errorf("build client: %w", err)
+		}
+		return &peering.DeploymentLauncher{Client: c, Image: f.vkImage, ExtraArgs: f.vkArgs}, nil
+	default:
+		return nil, fmt.Errorf("--virtual-kubelet-mode %q: must be one of %s", f.vkMode, strings.Join([]string{"deployment", "process"}, ", "))
+	}
 }
