@@ -92,7 +92,7 @@ var flagValues = map[string]flagValue{
 	"virtualKubelet.mode":      {flag: "--virtual-kubelet-mode", good: []any{"process", "deployment"}, bad: []any{"pods", "Deployment", ""}},
 	"virtualKubelet.binary": {flag: "--virtual-kubelet-binary", with: map[string]any{"virtualKubelet.mode": "process"},
 		good: []any{"/usr/local/bin/ferry-virtual-kubelet", "ferry-virtual-kubelet"}, bad: []any{""}},
-	"virtualKubelet.extraArgs": {flag: "--virtual-kubelet-arg", list: true, good: []any{"--health-check-period=5s"},
+	"virtualKubelet.extraArgs": {flag: "--virtual-kubelet-arg", list: true, good: []any{"--health-check-period=5s", "--reflection-policy=secrets=AllowList,configmaps=AllowList"},
 		bad: []any{"health-check-period=5s", "-v=2", "--", ""}},
 	"webhook.certificates": {flag: "--self-signed-certs", good: []any{"cert-manager", "self-managed"}, bad: []any{"vault", ""}},
 	"storage.enabled":      {flag: "--disable-storage", good: []any{false, true}, bad: []any{"false"}},

@@ -40,6 +40,24 @@ type flags struct {
 func main() {
 	var f flags
 	fs := pflag.NewFlagSet("ferry-controller-manager", pflag.ExitOnError)
+	f.register(fs)
+	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	showVersion := version.AddFlag(fs)
+	_ = fs.Parse(os.Args[1:])
+	showVersion.ExitIfSet("ferry-controller-manager")
+	ctrl.SetLogger(klog.NewKlogr())
+	ctrlmetrics.Registry.MustRegister(version.Collector("ferry-controller-manager"))
+
+	if err := run(f); err != nil {
+		fmt.Fprintln(os.Stderr, "ferry-controller-manager:", err)
+		os.Exit(1)
+	}
+}
+
+// register adds ferry-controller-manager's own flags to fs.
+func (f *flags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (empty: in-cluster)")
 	fs.StringVar(&f.clusterID, "cluster-id", "", "this cluster's ID among its peers (a DNS label; fixed once recorded)")
 	fs.IntVar(&f.opts.SharingPercentage, "sharing-percentage", 90, "percentage of the unrequested resources of this cluster's nodes granted to each consumer (1-100)")
@@ -49,7 +67,7 @@ func main() {
 	fs.StringVar(&f.vkImage, "virtual-kubelet-image", "", "ferry-virtual-kubelet image (deployment mode; needed only when this cluster consumes a provider)")
 	fs.StringVar(&f.vkBinary, "virtual-kubelet-binary", "ferry-virtual-kubelet", "ferry-virtual-kubelet executable (process mode)")
 	fs.StringVar(&f.vkLogDir, "virtual-kubelet-log-dir", os.TempDir(), "folder for the virtual kubelets' logs (process mode)")
-	fs.StringSliceVar(&f.vkArgs, "virtual-kubelet-arg", nil, "extra flag for every virtual kubelet, e.g. --virtual-kubelet-arg=--health-check-period=5s (repeatable)")
+	fs.StringArrayVar(&f.vkArgs, "virtual-kubelet-arg", nil, "extra flag for every virtual kubelet, e.g. --virtual-kubelet-arg=--health-check-period=5s (repeatable; one flag each, commas included)")
 	fs.IntVar(&f.opts.ShadowPodWorkers, "shadow-pod-workers", offloading.DefaultShadowPodWorkers, "ShadowPods reconciled at once (provider side: one real pod per offloaded pod)")
 	fs.Float32Var(&f.qps, "kube-api-qps", 200, "queries per second to this cluster's API server")
 	fs.IntVar(&f.burst, "kube-api-burst", 400, "burst of queries to this cluster's API server")
@@ -64,19 +82,6 @@ func main() {
 	fs.StringVar(&f.opts.MetricsAddr, "metrics-bind-address", "127.0.0.1:8443", "address serving Prometheus metrics (0 disables; :8443 for all interfaces)")
 	fs.BoolVar(&f.opts.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients authorized for GET /metrics (TokenReview and SubjectAccessReview); false: plain HTTP to anyone who reaches the address")
 	fs.StringVar(&f.opts.HealthAddr, "health-probe-bind-address", "127.0.0.1:8081", "address serving /healthz and /readyz over plain HTTP (0 disables; :8081 for all interfaces, as kubelet probes need)")
-	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
-	showVersion := version.AddFlag(fs)
-	_ = fs.Parse(os.Args[1:])
-	showVersion.ExitIfSet("ferry-controller-manager")
-	ctrl.SetLogger(klog.NewKlogr())
-	ctrlmetrics.Registry.MustRegister(version.Collector("ferry-controller-manager"))
-
-	if err := run(f); err != nil {
-		fmt.Fprintln(os.Stderr, "ferry-controller-manager:", err)
-		os.Exit(1)
-	}
 }
 
 func run(f flags) error {
