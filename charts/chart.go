@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -71,6 +72,27 @@ func Chart() (*chart.Chart, error) {
 // createNamespace: true (`helm install --create-namespace` makes it
 // instead; an installer applying the objects itself wants it).
 func Render(values map[string]any, namespace string) ([]*unstructured.Unstructured, error) {
+	manifests, err := renderTemplates(values, namespace)
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	for _, name := range slices.Sorted(maps.Keys(manifests)) {
+		decoded, err := decode(manifests[name])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		objs = append(objs, decoded...)
+	}
+	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int {
+		return applyRank(a) - applyRank(b)
+	})
+	return objs, nil
+}
+
+// renderTemplates validates values and renders the chart's templates as
+// Render does, returning each object template's text by its name.
+func renderTemplates(values map[string]any, namespace string) (map[string]string, error) {
 	ch, err := Chart()
 	if err != nil {
 		return nil, err
@@ -85,25 +107,12 @@ func Render(values map[string]any, namespace string) ([]*unstructured.Unstructur
 	if err != nil {
 		return nil, fmt.Errorf("render the chart: %w", err)
 	}
-	names := make([]string, 0, len(manifests))
 	for name := range manifests {
-		if path.Ext(name) == ".yaml" && !strings.HasPrefix(path.Base(name), "_") {
-			names = append(names, name)
+		if path.Ext(name) != ".yaml" || strings.HasPrefix(path.Base(name), "_") {
+			delete(manifests, name)
 		}
 	}
-	slices.Sort(names)
-	var objs []*unstructured.Unstructured
-	for _, name := range names {
-		decoded, err := decode(manifests[name])
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		objs = append(objs, decoded...)
-	}
-	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int {
-		return applyRank(a) - applyRank(b)
-	})
-	return objs, nil
+	return manifests, nil
 }
 
 // decode splits a rendered template into its objects, skipping empty

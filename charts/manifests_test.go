@@ -22,7 +22,7 @@ import (
 func TestChartRendersTheKustomizeManifests(t *testing.T) {
 	full := map[string]any{
 		"clusterID": "c1", "createNamespace": true,
-		"network": map[string]any{"gateway": map[string]any{"enabled": true, "endpoint": "CHANGE-ME:51820"}},
+		"network": map[string]any{"gateway": map[string]any{"enabled": true, "endpoint": "gw.example:51820"}},
 		"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}, "grafanaDashboard": map[string]any{"enabled": true}},
 	}
 	certManager := map[string]any{"clusterID": "c1", "createNamespace": true, "webhook": map[string]any{"certificates": "cert-manager"}}
@@ -136,6 +136,8 @@ func normalize(t *testing.T, obj map[string]any, chart bool) map[string]any {
 			switch {
 			case !chart && a == "--cluster-id=CHANGE-ME":
 				a = "--cluster-id=c1"
+			case !chart && a == "--endpoint=CHANGE-ME:51820":
+				a = "--endpoint=gw.example:51820"
 			case chart && strings.HasPrefix(a, "--virtual-kubelet-image="):
 				a = "--virtual-kubelet-image=" + unqualified(strings.TrimPrefix(a, "--virtual-kubelet-image="))
 			}

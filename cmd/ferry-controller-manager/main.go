@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +24,7 @@ import (
 	fabricctrl "github.com/ferry-io/ferry/controllers/fabric"
 	"github.com/ferry-io/ferry/controllers/offloading"
 	"github.com/ferry-io/ferry/controllers/peering"
+	"github.com/ferry-io/ferry/kubeconfig"
 	"github.com/ferry-io/ferry/storage"
 	"github.com/ferry-io/ferry/version"
 )
@@ -39,30 +40,7 @@ type flags struct {
 func main() {
 	var f flags
 	fs := pflag.NewFlagSet("ferry-controller-manager", pflag.ExitOnError)
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (empty: in-cluster)")
-	fs.StringVar(&f.clusterID, "cluster-id", "", "this cluster's ID among its peers (a DNS label; fixed once recorded)")
-	fs.IntVar(&f.opts.SharingPercentage, "sharing-percentage", 90, "percentage of the unrequested resources of this cluster's nodes granted to each consumer (1-100)")
-	fs.DurationVar(&f.opts.GrantDebounce, "grant-debounce", 2*time.Second, "delay before re-granting after node and pod changes")
-	fs.StringToStringVar(&f.opts.ClusterLabels, "cluster-labels", nil, "labels suggested for the virtual nodes standing for this cluster, e.g. ferry.io/provider=acme (region and zone come from the nodes)")
-	fs.StringVar(&f.vkMode, "virtual-kubelet-mode", "deployment", "how virtual kubelets run: deployment (one per virtual node, in its namespace) or process (local processes, for the demo)")
-	fs.StringVar(&f.vkImage, "virtual-kubelet-image", "", "ferry-virtual-kubelet image (deployment mode)")
-	fs.StringVar(&f.vkBinary, "virtual-kubelet-binary", "ferry-virtual-kubelet", "ferry-virtual-kubelet executable (process mode)")
-	fs.StringVar(&f.vkLogDir, "virtual-kubelet-log-dir", os.TempDir(), "folder for the virtual kubelets' logs (process mode)")
-	fs.StringSliceVar(&f.vkArgs, "virtual-kubelet-arg", nil, "extra flag for every virtual kubelet, e.g. --virtual-kubelet-arg=--health-check-period=5s (repeatable)")
-	fs.IntVar(&f.opts.ShadowPodWorkers, "shadow-pod-workers", offloading.DefaultShadowPodWorkers, "ShadowPods reconciled at once (provider side: one real pod per offloaded pod)")
-	fs.Float32Var(&f.qps, "kube-api-qps", 200, "queries per second to this cluster's API server")
-	fs.IntVar(&f.burst, "kube-api-burst", 400, "burst of queries to this cluster's API server")
-	fs.StringVar(&f.opts.StorageNamespace, "storage-namespace", storage.DefaultNamespace, "namespace of the real claims made for claims of the ferry storage class bound on this cluster's nodes")
-	fs.BoolVar(&f.opts.DisableStorage, "disable-storage", false, "do not serve the ferry storage class (storage.ferry.io/virtual)")
-	fs.BoolVar(&f.opts.Network.Disabled, "disable-network", false, "turn the network fabric off, for clusters whose networks already reach each other: pod addresses pass unchanged (also passed to the virtual kubelets)")
-	fs.StringVar(&f.opts.Network.PodCIDR, "pod-cidr", "", "this cluster's pod CIDR (default: detected from the nodes' spec.podCIDRs)")
-	fs.StringVar(&f.opts.Network.ServiceCIDR, "service-cidr", "", "this cluster's Service CIDR (default: read from the API server's ServiceCIDR kubernetes)")
-	fs.StringSliceVar(&f.opts.Network.Pool, "ipam-pool", []string{fabricctrl.DefaultPool}, "CIDRs the IPAM hands remapped and external CIDRs out of (must not overlap this cluster's networks)")
-	fs.StringSliceVar(&f.opts.Network.Reserved, "ipam-reserved", nil, "CIDRs of this cluster's networks the IPAM cannot see (such as the nodes' subnet): never handed out, and a peer overlapping them is remapped")
-	fs.BoolVar(&f.opts.LeaderElection, "leader-elect", true, "elect one active manager among replicas (a Lease in ferry-system)")
-	fs.StringVar(&f.opts.MetricsAddr, "metrics-bind-address", "127.0.0.1:8443", "address serving Prometheus metrics (0 disables; :8443 for all interfaces)")
-	fs.BoolVar(&f.opts.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients authorized for GET /metrics (TokenReview and SubjectAccessReview); false: plain HTTP to anyone who reaches the address")
-	fs.StringVar(&f.opts.HealthAddr, "health-probe-bind-address", "127.0.0.1:8081", "address serving /healthz and /readyz over plain HTTP (0 disables; :8081 for all interfaces, as kubelet probes need)")
+	f.register(fs)
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
@@ -78,34 +56,51 @@ func main() {
 	}
 }
 
+// register adds ferry-controller-manager's own flags to fs.
+func (f *flags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of this cluster (empty: in-cluster)")
+	fs.StringVar(&f.clusterID, "cluster-id", "", "this cluster's ID among its peers (a DNS label; fixed once recorded)")
+	fs.IntVar(&f.opts.SharingPercentage, "sharing-percentage", 90, "percentage of the unrequested resources of this cluster's nodes granted to each consumer (1-100)")
+	fs.DurationVar(&f.opts.GrantDebounce, "grant-debounce", 2*time.Second, "delay before re-granting after node and pod changes")
+	fs.StringToStringVar(&f.opts.ClusterLabels, "cluster-labels", nil, "labels suggested for the virtual nodes standing for this cluster, e.g. ferry.io/provider=acme (region and zone come from the nodes)")
+	fs.StringVar(&f.vkMode, "virtual-kubelet-mode", "deployment", "how virtual kubelets run: deployment (one per virtual node, in its namespace) or process (local processes, for the demo)")
+	fs.StringVar(&f.vkImage, "virtual-kubelet-image", "", "ferry-virtual-kubelet image (deployment mode; needed only when this cluster consumes a provider)")
+	fs.StringVar(&f.vkBinary, "virtual-kubelet-binary", "ferry-virtual-kubelet", "ferry-virtual-kubelet executable (process mode)")
+	fs.StringVar(&f.vkLogDir, "virtual-kubelet-log-dir", os.TempDir(), "folder for the virtual kubelets' logs (process mode)")
+	fs.StringArrayVar(&f.vkArgs, "virtual-kubelet-arg", nil, "extra flag for every virtual kubelet, e.g. --virtual-kubelet-arg=--health-check-period=5s (repeatable; one flag each, commas included)")
+	fs.IntVar(&f.opts.ShadowPodWorkers, "shadow-pod-workers", offloading.DefaultShadowPodWorkers, "ShadowPods reconciled at once (provider side: one real pod per offloaded pod)")
+	fs.Float32Var(&f.qps, "kube-api-qps", 200, "queries per second to this cluster's API server")
+	fs.IntVar(&f.burst, "kube-api-burst", 400, "burst of queries to this cluster's API server")
+	fs.StringVar(&f.opts.StorageNamespace, "storage-namespace", storage.DefaultNamespace, "namespace of the real claims made for claims of the ferry storage class bound on this cluster's nodes")
+	fs.BoolVar(&f.opts.DisableStorage, "disable-storage", false, "do not serve the ferry storage class (storage.ferry.io/virtual)")
+	fs.BoolVar(&f.opts.Network.Disabled, "disable-network", false, "turn the network fabric off, for clusters whose networks already reach each other: pod addresses pass unchanged (also passed to the virtual kubelets)")
+	fs.StringVar(&f.opts.Network.PodCIDR, "pod-cidr", "", "this cluster's pod CIDR (default: detected from the nodes' spec.podCIDRs)")
+	fs.StringVar(&f.opts.Network.ServiceCIDR, "service-cidr", "", "this cluster's Service CIDR (default: read from the API server's ServiceCIDR kubernetes)")
+	fs.StringSliceVar(&f.opts.Network.Pool, "ipam-pool", []string{fabricctrl.DefaultPool}, "CIDRs the IPAM hands remapped and external CIDRs out of (must not overlap this cluster's networks)")
+	fs.StringSliceVar(&f.opts.Network.Reserved, "ipam-reserved", nil, "CIDRs of this cluster's networks the IPAM cannot see (such as the nodes' subnet): never handed out, and a peer overlapping them is remapped")
+	fs.BoolVar(&f.opts.LeaderElection, "leader-elect", true, "elect one active manager among replicas (a Lease in ferry-system)")
+	fs.StringVar(&f.opts.MetricsAddr, "metrics-bind-address", "127.0.0.1:8443", "address serving Prometheus metrics (0 disables; :8443 for all interfaces)")
+	fs.BoolVar(&f.opts.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to clients authorized for GET /metrics (TokenReview and SubjectAccessReview); false: plain HTTP to anyone who reaches the address")
+	fs.StringVar(&f.opts.HealthAddr, "health-probe-bind-address", "127.0.0.1:8081", "address serving /healthz and /readyz over plain HTTP (0 disables; :8081 for all interfaces, as kubelet probes need)")
+}
+
 func run(f flags) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	cfg, err := kubeconfig.ForComponent("--kubeconfig", f.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+		return err
 	}
 	cfg.QPS, cfg.Burst = f.qps, f.burst
 	if f.opts.Network.Disabled {
 		// The virtual kubelets then pass pod addresses unchanged too.
 		f.vkArgs = append(f.vkArgs, "--disable-network")
 	}
-	switch f.vkMode {
-	case "process":
-		l := &peering.ProcessLauncher{Binary: f.vkBinary, Kubeconfig: f.kubeconfig, LogDir: f.vkLogDir, ExtraArgs: f.vkArgs}
+	if f.opts.Launcher, err = newLauncher(f, cfg); err != nil {
+		return err
+	}
+	if l, ok := f.opts.Launcher.(*peering.ProcessLauncher); ok {
 		// On the way out, the virtual kubelets stop with a SIGTERM (they would
 		// otherwise die with this process, killed).
 		defer l.StopAll(context.Background())
-		f.opts.Launcher = l
-	case "deployment":
-		if f.vkImage == "" {
-			return fmt.Errorf("--virtual-kubelet-image is required with --virtual-kubelet-mode=deployment")
-		}
-		c, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
-		if err != nil {
-			return fmt.Errorf("build client: %w", err)
-		}
-		f.opts.Launcher = &peering.DeploymentLauncher{Client: c, Image: f.vkImage, ExtraArgs: f.vkArgs}
-	default:
-		return fmt.Errorf("--virtual-kubelet-mode %q: must be one of %s", f.vkMode, strings.Join([]string{"deployment", "process"}, ", "))
 	}
 	f.opts.ClusterID = ferryv1alpha1.ClusterID(f.clusterID)
 	ctx := ctrl.SetupSignalHandler()
@@ -114,4 +109,26 @@ func run(f flags) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// newLauncher is the virtual kubelet launcher of --virtual-kubelet-mode.
+// In deployment mode --virtual-kubelet-image may be empty: a cluster that
+// only provides runs no virtual kubelet, and the launcher fails, naming
+// the flag, only when this cluster consumes.
+func newLauncher(f flags, cfg *rest.Config) (peering.VirtualKubeletLauncher, error) {
+	switch f.vkMode {
+	case "process":
+		return &peering.ProcessLauncher{Binary: f.vkBinary, Kubeconfig: f.kubeconfig, LogDir: f.vkLogDir, ExtraArgs: f.vkArgs}, nil
+	case "deployment":
+		if f.vkImage == "" {
+			klog.InfoS("No --virtual-kubelet-image: this cluster can provide to peers; consuming a provider fails until the manager is restarted with one")
+		}
+		c, err := client.New(cfg, client.Options{Scheme: ferryscheme.Scheme()})
+		if err != nil {
+			return nil, fmt.Errorf("build client: %w", err)
+		}
+		return &peering.DeploymentLauncher{Client: c, Image: f.vkImage, ExtraArgs: f.vkArgs}, nil
+	default:
+		return nil, fmt.Errorf("--virtual-kubelet-mode %q: must be one of %s", f.vkMode, strings.Join([]string{"deployment", "process"}, ", "))
+	}
 }

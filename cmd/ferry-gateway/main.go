@@ -8,13 +8,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
-	"strconv"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -22,6 +19,7 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/fabric/gateway"
 	"github.com/ferry-io/ferry/fabric/netns"
+	"github.com/ferry-io/ferry/kubeconfig"
 	"github.com/ferry-io/ferry/version"
 )
 
@@ -86,15 +84,11 @@ func runGateway(args []string, klogFlags *flag.FlagSet) error {
 	fs.AddGoFlagSet(klogFlags)
 	c.parse(fs, args)
 
-	host, port, err := net.SplitHostPort(endpoint)
+	host, port, err := gateway.ParseEndpoint(endpoint)
 	if err != nil {
-		return fmt.Errorf("--endpoint %q: want address:port: %w", endpoint, err)
+		return fmt.Errorf("--endpoint %q: %w", endpoint, err)
 	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil || p == 0 {
-		return fmt.Errorf("--endpoint %q: port %q is not a port number", endpoint, port)
-	}
-	g.EndpointAddress, g.EndpointPort = host, int32(p)
+	g.EndpointAddress, g.EndpointPort = host, port
 	if g.PodAddress, err = netip.ParseAddr(podAddress); err != nil {
 		return fmt.Errorf("--pod-address %q: not an IP address (set it, or $POD_IP from the downward API)", podAddress)
 	}
@@ -107,9 +101,9 @@ func runGateway(args []string, klogFlags *flag.FlagSet) error {
 	g.DataPlane.ForceUserspace, g.DataPlane.Log = forceUserspace, ctrl.Log.WithName("dataplane")
 	g.Options = c.opts
 	g.ClusterID = ferryv1alpha1.ClusterID(c.clusterID)
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	cfg, err := kubeconfig.ForComponent("--kubeconfig", c.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+		return err
 	}
 	mgr, err := gateway.NewGateway(cfg, g)
 	if err != nil {
@@ -130,9 +124,9 @@ func routeAgent(args []string, klogFlags *flag.FlagSet) error {
 	}
 	defer ns.Close()
 	c.opts.ClusterID = ferryv1alpha1.ClusterID(c.clusterID)
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	cfg, err := kubeconfig.ForComponent("--kubeconfig", c.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+		return err
 	}
 	mgr, err := gateway.NewRouteAgent(cfg, c.opts, &gateway.NodePlane{NS: ns, Links: gateway.Links{Prefix: c.prefix}})
 	if err != nil {

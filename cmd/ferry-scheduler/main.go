@@ -9,10 +9,12 @@ import (
 	"os"
 	"slices"
 
+	"github.com/spf13/cobra"
 	"k8s.io/component-base/cli"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
+	"github.com/ferry-io/ferry/kubeconfig"
 	"github.com/ferry-io/ferry/plugins/registry"
 	"github.com/ferry-io/ferry/version"
 )
@@ -32,5 +34,11 @@ func main() {
 	}
 	command := app.NewSchedulerCommand(opts...)
 	command.Use = "ferry-scheduler"
+	// kube-scheduler's error when it finds no kubeconfig names
+	// KUBERNETES_MASTER, which it does not read either.
+	run := command.RunE
+	command.RunE = func(cmd *cobra.Command, args []string) error {
+		return kubeconfig.Explain("--kubeconfig (or clientConnection.kubeconfig in --config)", run(cmd, args))
+	}
 	os.Exit(cli.Run(command))
 }

@@ -14,10 +14,10 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/kubeconfig"
 	"github.com/ferry-io/ferry/version"
 	"github.com/ferry-io/ferry/virtualkubelet/node"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
@@ -92,13 +92,13 @@ func main() {
 	klog.Flush()
 }
 
-func run(kubeconfig string, opts node.Options) error {
+func run(kubeconfigPath string, opts node.Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := kubeconfig.ForComponent("--kubeconfig", kubeconfigPath)
 	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

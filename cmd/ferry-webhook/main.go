@@ -10,12 +10,12 @@ import (
 	"os"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/kubeconfig"
 	"github.com/ferry-io/ferry/version"
 	"github.com/ferry-io/ferry/webhooks"
 )
@@ -58,10 +58,10 @@ func main() {
 	}
 }
 
-func run(kubeconfig, secret string, qps float32, burst int, opts webhooks.Options) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+func run(kubeconfigPath, secret string, qps float32, burst int, opts webhooks.Options) error {
+	cfg, err := kubeconfig.ForComponent("--kubeconfig", kubeconfigPath)
 	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+		return err
 	}
 	cfg.QPS, cfg.Burst = qps, burst
 	if opts.CertSecret, err = webhooks.ParseSecretRef(secret); err != nil {

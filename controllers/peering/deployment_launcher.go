@@ -22,7 +22,10 @@ import (
 // beside its VirtualNode, owned by it, so deleting the VirtualNode removes it.
 type DeploymentLauncher struct {
 	client.Client
-	// Image of ferry-virtual-kubelet.
+	// Image of ferry-virtual-kubelet. Only a consumer runs virtual kubelets,
+	// and whether this cluster is one is known only once a ForeignCluster
+	// says so: without an image, Ensure fails then, naming the flag, and a
+	// cluster that only provides never needs one.
 	Image string
 	// ExtraArgs are appended to every virtual kubelet's flags.
 	ExtraArgs []string
@@ -32,6 +35,9 @@ type DeploymentLauncher struct {
 
 // Ensure implements VirtualKubeletLauncher.
 func (l *DeploymentLauncher) Ensure(ctx context.Context, vnKey types.NamespacedName) error {
+	if l.Image == "" {
+		return fmt.Errorf("no image to run the virtual kubelet of %s in: ferry-controller-manager was started without --virtual-kubelet-image (the chart's images.virtualKubelet), which a consumer needs with --virtual-kubelet-mode=deployment", vnKey)
+	}
 	var vn ferryv1alpha1.VirtualNode
 	if err := l.Get(ctx, vnKey, &vn); err != nil {
 		return fmt.Errorf("read VirtualNode %s: %w", vnKey, err)

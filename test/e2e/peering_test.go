@@ -304,9 +304,14 @@ var _ = Describe("Peering and the virtual node", Label("peering", "virtualnode")
 			return err
 		}).WithContext(ctx).WithTimeout(20*time.Second).Should(Satisfy(apierrors.IsUnauthorized), "the revoked token still authenticates")
 
-		By("unpeering again, which is no error")
+		By("unpeering again, which fails naming both clusters, as kubectl delete of a missing object does")
 		out, err = ferryctl(ctx, append([]string{"unpeer"}, pair...)...)
+		Expect(err).To(MatchError(ContainSubstring(`"consumer" does not offload to "provider"`)), out)
+		Expect(out).NotTo(ContainSubstring("Unpeered."))
+		By("unpeering again with --ignore-not-found, which succeeds and says so")
+		out, err = ferryctl(ctx, append([]string{"unpeer", "--ignore-not-found"}, pair...)...)
 		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("Nothing to unpeer"))
 	})
 
 	DescribeTable("rejects bad input with a clear error and leaves no half-made peering",

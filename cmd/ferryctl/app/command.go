@@ -5,6 +5,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ferry-io/ferry/kubeconfig"
 	"github.com/ferry-io/ferry/version"
 )
 
@@ -66,13 +67,9 @@ func (p *pair) configs() (consumer, provider *rest.Config, err error) {
 // loadConfig reads a kubeconfig (the default loading rules when path is
 // empty) at a context (the current one when empty); errors name the flag.
 func loadConfig(flag, path, context string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if path != "" {
-		rules.ExplicitPath = path
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	cfg, err := kubeconfig.ForCLI(flag, path, context)
 	if err != nil {
-		return nil, fmt.Errorf("%s %q (context %q): %w", flag, path, context, err)
+		return nil, err
 	}
 	cfg.Timeout = 15 * time.Second
 	return cfg, nil
@@ -139,6 +136,7 @@ direction too: both ForeignClusters become ConsumerAndProvider.`,
 
 func newUnpeerCommand() *cobra.Command {
 	var p pair
+	var ignoreNotFound bool
 	cmd := &cobra.Command{
 		Use:   "unpeer",
 		Short: "Undo a peering: remove the virtual node, the provider's tenant and the credential",
@@ -146,14 +144,24 @@ func newUnpeerCommand() *cobra.Command {
 request, the credential and the provider's tenant for the consumer. Of a
 peering both ways it removes this direction only: the ForeignClusters become
 Consumer (on the consumer) and Provider (on the provider), and the other
-direction keeps working.`,
+direction keeps working.
+
+When the consumer does not offload to the provider (nothing of that peering
+is on either cluster), unpeer says so, changes nothing and fails, as kubectl
+delete of a missing object does; with --ignore-not-found it says so and
+succeeds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			consumer, provider, err := p.configs()
 			if err != nil {
 				return err
 			}
-			if err := Unpeer(cmd.Context(), cmd.OutOrStdout(), consumer, provider, p.timeout); err != nil {
+			err = Unpeer(cmd.Context(), cmd.OutOrStdout(), consumer, provider, p.timeout)
+			switch {
+			case ignoreNotFound && errors.Is(err, ErrNotPeered):
+				fmt.Fprintf(cmd.OutOrStdout(), "Nothing to unpeer: %v.\n", err)
+				return nil
+			case err != nil:
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "Unpeered.")
@@ -161,6 +169,7 @@ direction keeps working.`,
 		},
 	}
 	p.bind(cmd)
+	cmd.Flags().BoolVar(&ignoreNotFound, "ignore-not-found", false, "succeed when the two clusters are not peered in this direction (nothing to remove)")
 	return cmd
 }
 

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"io"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -94,5 +96,25 @@ func TestClaimRowsTellWhereTheDataLives(t *testing.T) {
 	}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("rows = %v, want %v", rows, want)
+	}
+}
+
+// With no kubeconfig anywhere, every command that talks to a cluster says
+// which flag and variable to set, not client-go's KUBERNETES_MASTER.
+func TestCommandsWithoutAKubeconfigNameTheFlagAndKUBECONFIG(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
+	for args, flag := range map[string]string{
+		"status":                    "--kubeconfig",
+		"unpeer":                    "--consumer-kubeconfig",
+		"offload namespace default": "--kubeconfig",
+	} {
+		cmd := NewCommand()
+		cmd.SetArgs(strings.Fields(args))
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), flag) || !strings.Contains(err.Error(), "$KUBECONFIG") || strings.Contains(err.Error(), "KUBERNETES_MASTER") {
+			t.Errorf("ferryctl %s = %v, want an error naming %s and $KUBECONFIG, not KUBERNETES_MASTER", args, err, flag)
+		}
 	}
 }

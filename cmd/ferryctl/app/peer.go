@@ -491,9 +491,16 @@ func waitFinalizerGone(ctx context.Context, c client.Client, fc *ferryv1alpha1.F
 	})
 }
 
-// Unpeer removes a peering from both sides; removing one that does not
-// exist is no error. Of a peering both ways it removes this direction and
-// keeps the other.
+// ErrNotPeered is the error of Unpeer when the consumer does not offload
+// to the provider: nothing of such a peering is on either side. ferryctl
+// unpeer then exits 1, as kubectl delete of a missing object does, unless
+// --ignore-not-found.
+var ErrNotPeered = errors.New("not peered")
+
+// Unpeer removes a peering from both sides. When nothing of it is on
+// either side it removes nothing and returns an error wrapping
+// ErrNotPeered that names both clusters. Of a peering both ways it removes
+// this direction and keeps the other.
 func Unpeer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Config, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -505,6 +512,9 @@ func Unpeer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.C
 }
 
 func unpeer(ctx context.Context, out io.Writer, consumer, provider *cluster) error {
+	if err := checkPeered(ctx, consumer, provider); err != nil {
+		return err
+	}
 	step := stepper(out, 3)
 	step(fmt.Sprintf("Removing provider %q from the consumer (virtual node, request, credential)", provider.id))
 	onConsumer, err := foreignCluster(ctx, consumer, provider.id)
@@ -554,6 +564,44 @@ func unpeer(ctx context.Context, out io.Writer, consumer, provider *cluster) err
 	}
 	step("Waiting for the tenant namespace to go")
 	return waitTenantGone(ctx, provider, tenant)
+}
+
+// checkPeered returns an error wrapping ErrNotPeered when nothing of the
+// consumer's use of the provider is left on either side: no ForeignCluster
+// for the other in this direction's role, no credential on the consumer
+// (a failed peer may leave one) and no tenant namespace on the provider.
+func checkPeered(ctx context.Context, consumer, provider *cluster) error {
+	onConsumer, err := foreignCluster(ctx, consumer, provider.id)
+	if err != nil {
+		return err
+	}
+	if onConsumer != nil && onConsumer.Spec.Role != ferryv1alpha1.RoleConsumer {
+		return nil
+	}
+	onProvider, err := foreignCluster(ctx, provider, consumer.id)
+	if err != nil {
+		return err
+	}
+	if onProvider != nil && onProvider.Spec.Role != ferryv1alpha1.RoleProvider {
+		return nil
+	}
+	var secret corev1.Secret
+	err = consumer.c.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: peering.CredentialsSecretName(provider.id)}, &secret)
+	if !apierrors.IsNotFound(err) {
+		if err != nil {
+			return fmt.Errorf("check for a credential on the consumer: %w", err)
+		}
+		return nil
+	}
+	var tenant corev1.Namespace
+	err = provider.c.Get(ctx, client.ObjectKey{Name: peering.TenantNamespace(consumer.id)}, &tenant)
+	if !apierrors.IsNotFound(err) {
+		if err != nil {
+			return fmt.Errorf("check for a tenant on the provider: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%q does not offload to %q: %w (no ForeignCluster, credential or tenant of this peering on either cluster)", consumer.id, provider.id, ErrNotPeered)
 }
 
 // waitTenantGone waits until the provider has deleted a consumer's tenant

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 
 	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/controllers/peering"
 )
 
 func fakeCluster(role string, id ferryv1alpha1.ClusterID, objs ...client.Object) *cluster {
@@ -135,5 +137,50 @@ func TestSetRoleRereadsAndChecksTheRole(t *testing.T) {
 	err := setRole(ctx, c, &got, ferryv1alpha1.RoleProvider, ferryv1alpha1.RoleConsumerAndProvider, nil)
 	if err == nil || !strings.Contains(err.Error(), "role changed meanwhile: ConsumerAndProvider, not Provider") {
 		t.Errorf("from the wrong role: %v", err)
+	}
+}
+
+// Unpeering clusters that are not peered this way round removes nothing
+// and fails naming both (kubectl delete of a missing object fails too),
+// whatever else is there; anything of the peering left is removed.
+func TestUnpeerOfNoPeeringFailsNamingBothClusters(t *testing.T) {
+	credential := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ferryv1alpha1.SystemNamespace, Name: peering.CredentialsSecretName("b")}}
+	tenant := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: peering.TenantNamespace("a")}}
+	for name, tc := range map[string]struct {
+		onConsumer, onProvider []client.Object
+		peered                 bool
+	}{
+		"nothing":                               {},
+		"the provider offloads to the consumer": {onConsumer: []client.Object{foreign("b", ferryv1alpha1.RoleConsumer)}, onProvider: []client.Object{foreign("a", ferryv1alpha1.RoleProvider)}},
+		"peered":                                {onConsumer: []client.Object{foreign("b", ferryv1alpha1.RoleProvider)}, onProvider: []client.Object{foreign("a", ferryv1alpha1.RoleConsumer)}, peered: true},
+		"peered both ways":                      {onConsumer: []client.Object{foreign("b", ferryv1alpha1.RoleConsumerAndProvider)}, peered: true},
+		"half a peering, on the provider":       {onProvider: []client.Object{foreign("a", ferryv1alpha1.RoleConsumer)}, peered: true},
+		"a credential left by a failed peer":    {onConsumer: []client.Object{credential}, peered: true},
+		"a tenant left by a failed peer":        {onProvider: []client.Object{tenant}, peered: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			consumer, provider := fakeCluster("consumer", "a", tc.onConsumer...), fakeCluster("provider", "b", tc.onProvider...)
+			provider.kube = kubefake.NewClientset()
+			err := checkPeered(t.Context(), consumer, provider)
+			if tc.peered {
+				if err != nil {
+					t.Fatalf("checkPeered = %v, want the peering found", err)
+				}
+				return
+			}
+			var out strings.Builder
+			err = unpeer(t.Context(), &out, consumer, provider)
+			if !errors.Is(err, ErrNotPeered) || !strings.Contains(err.Error(), `"a" does not offload to "b"`) {
+				t.Fatalf("unpeer = %v, want ErrNotPeered naming both clusters", err)
+			}
+			if out.Len() != 0 {
+				t.Errorf("unpeer printed %q before finding nothing to do", out.String())
+			}
+			for _, obj := range tc.onConsumer {
+				if err := consumer.c.Get(t.Context(), client.ObjectKeyFromObject(obj), obj); err != nil {
+					t.Errorf("unpeer removed %s from the consumer: %v", obj.GetName(), err)
+				}
+			}
+		})
 	}
 }
