@@ -211,15 +211,23 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
     kubectl get pod -n %[4]s <api pod> -o yaml  # the toleration and node affinity ferry's webhook added
     kubectl get namespaceoffloading -n %[4]s
     kubectl get events -n %[5]s              # ferry-scheduler's Scheduled and FailedScheduling (RemoteFit) events
-    kubectl logs -n %[4]s <api pod> ; kubectl exec -n %[4]s <api pod> -- date
+    kubectl logs -n %[4]s <api pod> ; kubectl exec -n %[4]s <api pod> -- date   # date runs on this host: nodes are simulated (README)
     kubectl --kubeconfig %[3]s get shadowpods,pods -A -l ferry.io/origin-cluster=consumer
     kubectl get pvc -n %[4]s -L ferry.io/cluster-id   # where each claim's data lives
     kubectl --kubeconfig %[3]s get pvc -A -l ferry.io/origin-cluster=consumer
-   ferry-demo status --dir %[6]s   # ferry's components: PID, state, restarts, log
+   %[7]s status --dir %[6]s   # ferry's components: state, PID, restarts, log
    a component that exits (kill it to try) is restarted with the kubelet's back-off;
-   make demo-down stops everything.
-`, ready.ConsumerKubeconfig, ready.Kubectl, ready.ProviderKubeconfig, Namespace, SchedulerNamespace, cfg.StateDir)
+   make demo-down (%[7]s down --dir %[6]s) stops everything.
+`, ready.ConsumerKubeconfig, ready.Kubectl, ready.ProviderKubeconfig, Namespace, SchedulerNamespace, cfg.StateDir, self())
 	return nil
+}
+
+// self is this program's path, for the commands the demo suggests.
+func self() string {
+	if p, err := os.Executable(); err == nil {
+		return p
+	}
+	return "ferry-demo"
 }
 
 // waitFabric waits for the daemon's report of the fabric demonstration.
