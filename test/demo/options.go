@@ -42,6 +42,9 @@ type componentFlag struct {
 	flag   string
 }
 
+// defaultDir is the demo's folder unless --dir says otherwise.
+const defaultDir = ".demo"
+
 // MaxProviders bounds --providers: each provider is a cluster of its own
 // (etcd, kube-apiserver, controllers, kwok: about half a GiB).
 const MaxProviders = 5
@@ -70,7 +73,7 @@ const componentFlagHelp = "COMPONENT=FLAG appended to that component's command l
 
 // AddFlags adds the demo's flags to fs, with their defaults.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.StateDir, "dir", ".demo", "folder for the demo's state, logs and kubeconfigs; one demo per folder, another folder runs another demo beside it")
+	fs.StringVar(&c.StateDir, "dir", defaultDir, "folder for the demo's state, logs and kubeconfigs; one demo per folder, another folder runs another demo beside it")
 	fs.StringVar(&c.BinDir, "bin-dir", "bin", "folder of ferry's binaries (make build)")
 	fs.StringVar(&c.RepoRoot, "repo-root", ".", "ferry's source tree (for manifests/)")
 	fs.IntVar(&c.Providers, "providers", 1, fmt.Sprintf("provider clusters (1 to %d), each peered with the consumer and shown there as a virtual node of its own: provider, provider-2, ...", MaxProviders))

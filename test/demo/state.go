@@ -126,9 +126,12 @@ type errRunning struct {
 }
 
 func (e errRunning) Error() string {
-	return fmt.Sprintf("a demo is already running in %s (daemon PID %d); stop it with `make demo-down` "+
-		"(or `ferry-demo down --dir %s`), or run another beside it in a folder of its own: make demo DEMO_FLAGS='--dir .demo-2'",
-		e.dir, e.pid, e.dir)
+	down := "make demo-down"
+	if abs, err := filepath.Abs(defaultDir); err != nil || abs != e.dir {
+		down += fmt.Sprintf(" DEMO_FLAGS='--dir %s'", e.dir)
+	}
+	return fmt.Sprintf("a demo is already running in %s (daemon PID %d); stop it with `%s`, "+
+		"or run another beside it in a folder of its own: make demo DEMO_FLAGS='--dir .demo-2'", e.dir, e.pid, down)
 }
 
 // lockForUp takes dir's up lock, or says who holds it: a demo starting

@@ -50,7 +50,7 @@ func TestUpRefusesWhileADemoRunsInItsFolder(t *testing.T) {
 	if err == nil {
 		t.Fatalf("up started a second demo in %s; output:\n%s", dir, out.String())
 	}
-	for _, want := range []string{"already running in " + dir, "daemon PID " + strconv.Itoa(pid), "make demo-down", "--dir"} {
+	for _, want := range []string{"already running in " + dir, "daemon PID " + strconv.Itoa(pid), "make demo-down DEMO_FLAGS='--dir " + dir + "'"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -88,4 +88,17 @@ func TestUpRefusesWhileAnotherUpHoldsTheFolder(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	}
 	_ = lock.Close()
+}
+
+func TestRefusalSaysHowToStopTheRunningDemo(t *testing.T) {
+	def, err := filepath.Abs(defaultDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := (errRunning{dir: def, pid: 42}).Error(); !strings.Contains(msg, "daemon PID 42); stop it with `make demo-down`,") {
+		t.Errorf("default folder: %q, want plain make demo-down", msg)
+	}
+	if msg := (errRunning{dir: "/tmp/other", pid: 42}).Error(); !strings.Contains(msg, "stop it with `make demo-down DEMO_FLAGS='--dir /tmp/other'`") {
+		t.Errorf("another folder: %q, want make demo-down with its --dir", msg)
+	}
 }
