@@ -21,9 +21,8 @@ const (
 	daemonLog  = "daemon.log"
 	logsFolder = "logs"
 	statusFile = "components.json"
-	// lockFile is held by `up` from its check for a running demo until
-	// the daemon it starts has written its PID: two `up` in one folder do
-	// not both start a daemon.
+	// lockFile is held by `up` for its whole run: two `up` in one folder
+	// do not both start a daemon.
 	lockFile = "up.lock"
 )
 
@@ -113,9 +112,9 @@ func clearState(dir string) {
 	for _, f := range []string{pidFile, readyFile, errorFile, fabricFile, statusFile} {
 		_ = os.Remove(filepath.Join(dir, f))
 	}
-	kubeconfigs, _ := filepath.Glob(filepath.Join(dir, "*.kubeconfig"))
-	for _, f := range kubeconfigs {
-		_ = os.Remove(f)
+	// Only the names the demo writes: --dir may be a folder of the user's.
+	for _, cluster := range (&Config{Providers: MaxProviders}).clusterNames() {
+		_ = os.Remove(filepath.Join(dir, cluster+".kubeconfig"))
 	}
 }
 
