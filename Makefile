@@ -75,13 +75,17 @@ dist: ## ferryctl's release archives (kubectl-ferry for linux and darwin, amd64 
 	$(GO) run ./hack/dist -version $(VERSION) -commit $(COMMIT) -out bin/dist $(if $(DIST_URL_BASE),-url-base $(DIST_URL_BASE))
 
 .PHONY: demo
-demo: testbed build ## Two local clusters, peered, namespace demo offloaded, a sample app running remotely; left running.
+demo: testbed build ## Two local clusters, peered, namespace demo offloaded, a sample app running remotely; left running. DEMO_FLAGS='--providers 2 --dir .demo-2 ...' (bin/ferry-demo up --help).
 	$(GO) build -o bin/ferry-demo ./test/cmd/demo
-	bin/ferry-demo up
+	bin/ferry-demo up $(DEMO_FLAGS)
+
+.PHONY: demo-status
+demo-status: ## ferry's components in the running demo: state, PID, restarts, log (DEMO_FLAGS='--dir ...' for another folder).
+	@if [ -x bin/ferry-demo ]; then bin/ferry-demo status $(DEMO_FLAGS); else $(GO) run ./test/cmd/demo status $(DEMO_FLAGS); fi
 
 .PHONY: demo-down
-demo-down: ## Stop what make demo started (only its own processes).
-	@if [ -x bin/ferry-demo ]; then bin/ferry-demo down; else $(GO) run ./test/cmd/demo down; fi
+demo-down: ## Stop what make demo started (only its own processes; DEMO_FLAGS='--dir ...' for another folder).
+	@if [ -x bin/ferry-demo ]; then bin/ferry-demo down $(DEMO_FLAGS); else $(GO) run ./test/cmd/demo down $(DEMO_FLAGS); fi
 
 .PHONY: testbed
 testbed: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok into the cache (no-op when present).

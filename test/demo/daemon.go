@@ -6,17 +6,23 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/test/crashloop"
 	"github.com/ferry-io/ferry/test/localscheduler"
 	"github.com/ferry-io/ferry/test/localwebhook"
 	"github.com/ferry-io/ferry/test/testbed"
@@ -27,25 +33,10 @@ import (
 // its process.
 const daemonCommand = "daemon"
 
-// Config locates the demo's inputs and state.
-type Config struct {
-	// StateDir holds the daemon's PID, logs and kubeconfigs.
-	StateDir string
-	// BinDir holds ferry's binaries (make build).
-	BinDir string
-	// RepoRoot holds manifests/.
-	RepoRoot string
-}
-
-// component is a ferry process the daemon runs for a cluster.
-type component struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// RunDaemon starts the clusters and ferry's controller managers, reports
-// them ready, and stops everything on SIGTERM or SIGINT.
+// RunDaemon starts the clusters and ferry's components, reports them
+// ready, and stops everything on SIGTERM or SIGINT (ferry-demo down). A
+// component that exits is restarted with the kubelet's crash-loop back-off
+// (package crashloop), as in a cluster: the demo goes on.
 func RunDaemon(cfg Config) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -57,6 +48,7 @@ func RunDaemon(cfg Config) (err error) {
 			_ = os.WriteFile(filepath.Join(cfg.StateDir, errorFile), []byte(err.Error()), 0o600)
 		}
 		_ = os.Remove(filepath.Join(cfg.StateDir, readyFile))
+		_ = os.Remove(filepath.Join(cfg.StateDir, statusFile))
 		_ = os.Remove(filepath.Join(cfg.StateDir, pidFile))
 	}()
 	logs := filepath.Join(cfg.StateDir, logsFolder)
@@ -64,14 +56,19 @@ func RunDaemon(cfg Config) (err error) {
 		return err
 	}
 
-	progress("starting the consumer cluster (3 nodes) and the provider cluster (5 nodes)")
-	clusters, err := testbed.StartClusters(ctx,
-		testbed.Options{Name: "consumer", ControllerManager: true, Scheduler: true, Storage: true,
-			Nodes: []testbed.NodePool{{Name: "consumer-node", Count: 3, CPU: "4", Memory: "16Gi"}}},
-		testbed.Options{Name: "provider", ControllerManager: true, Scheduler: true, Storage: true,
-			Nodes: []testbed.NodePool{{Name: "provider-node", Count: 5, CPU: "16", Memory: "64Gi",
-				Labels: map[string]string{"topology.kubernetes.io/region": "eu-west"}}}},
-	)
+	providerNames := cfg.providerNames()
+	opts := []testbed.Options{{Name: consumerName, ControllerManager: true, Scheduler: true, Storage: true,
+		Nodes: []testbed.NodePool{{Name: consumerName + "-node", Count: 3, CPU: "4", Memory: "16Gi"}}}}
+	for i, name := range providerNames {
+		opts = append(opts, testbed.Options{Name: name, ControllerManager: true, Scheduler: true, Storage: true,
+			Nodes: []testbed.NodePool{{Name: name + "-node", Count: 5, CPU: "16", Memory: "64Gi", Labels: cfg.providerLabels[i]}}})
+	}
+	if len(providerNames) == 1 {
+		progress(fmt.Sprintf("starting the consumer cluster (3 nodes) and the provider cluster (5 nodes, labels %s)", labels.Set(cfg.providerLabels[0])))
+	} else {
+		progress(fmt.Sprintf("starting the consumer cluster (3 nodes) and %d provider clusters (5 nodes each): %s", len(providerNames), strings.Join(providerNames, ", ")))
+	}
+	clusters, err := testbed.StartClusters(ctx, opts...)
 	if err != nil {
 		return fmt.Errorf("start clusters: %w", err)
 	}
@@ -81,9 +78,9 @@ func RunDaemon(cfg Config) (err error) {
 			_ = c.Stop()
 		}
 	}()
-	consumer, provider := clusters[0], clusters[1]
+	consumer, providers := clusters[0], clusters[1:]
 
-	progress("installing ferry's CRDs and roles in both clusters, and its storage class in the consumer")
+	progress("installing ferry's CRDs and roles in every cluster, and its storage class in the consumer")
 	for _, c := range clusters {
 		if err := c.ApplyKustomization(ctx, filepath.Join(cfg.RepoRoot, "manifests", "base")); err != nil {
 			return err
@@ -93,66 +90,65 @@ func RunDaemon(cfg Config) (err error) {
 		return err
 	}
 
+	comps := &components{cfg: cfg, logs: logs, log: daemonLogger()}
+	defer comps.stopAll()
+	statusPath := filepath.Join(cfg.StateDir, statusFile)
+
 	progress("starting ferry-controller-manager for each cluster (virtual kubelets as local processes)")
-	var comps []*component
-	defer func() {
-		for _, c := range comps {
-			c.stop()
-		}
-	}()
+	var managers []*crashloop.Process
 	for _, c := range clusters {
-		comp, err := startControllerManager(cfg, c, logs)
+		comp, err := comps.startControllerManager(c)
 		if err != nil {
 			return err
 		}
-		comps = append(comps, comp)
+		managers = append(managers, comp)
 	}
-
 	for i, c := range clusters {
-		if err := waitForIdentity(ctx, c, comps[i]); err != nil {
+		if err := waitForIdentity(ctx, c, managers[i], logs); err != nil {
 			return err
 		}
 	}
 
 	progress("starting ferry-webhook for each cluster (pod offloading policy, PVC remapping, quotas)")
 	for _, c := range clusters {
-		comp, err := startWebhook(ctx, cfg, c, logs)
-		if comp != nil {
-			comps = append(comps, comp)
-		}
-		if err != nil {
+		if err := comps.startWebhook(ctx, c); err != nil {
 			return err
 		}
 	}
 
 	progress("starting ferry-scheduler for the consumer (a second scheduler, profile " + SchedulerName + ", beside kube-scheduler's default-scheduler)")
-	sched, err := startScheduler(cfg, consumer, logs)
-	if err != nil {
+	if err := comps.startScheduler(consumer); err != nil {
 		return err
 	}
-	comps = append(comps, sched)
 
 	progress("building the network fabric's lab (nodes and pods as network namespaces) and starting ferry-gateway and route agents")
-	fabric, ferr := startFabric(cfg, clusters, logs, &comps)
+	fabric, ferr := startFabric(comps, clusters)
 	defer fabric.close()
 	if ferr != nil {
 		progress(ferr.Error())
 		_ = writeText(filepath.Join(cfg.StateDir, fabricFile), ferr.Error()+"\n")
 	} else {
-		go fabric.show(ctx, cfg.StateDir, consumer, provider)
+		go fabric.show(ctx, cfg.StateDir, consumer, providers)
 	}
 
 	kubectl, err := binaries.Path("kubectl")
 	if err != nil {
 		return err
 	}
-	ready := Ready{PID: os.Getpid(), ConsumerDir: consumer.Dir, ProviderDir: provider.Dir, Kubectl: kubectl,
-		ConsumerKubeconfig: filepath.Join(cfg.StateDir, "consumer.kubeconfig"),
-		ProviderKubeconfig: filepath.Join(cfg.StateDir, "provider.kubeconfig")}
+	ready := Ready{PID: os.Getpid(), ConsumerDir: consumer.Dir, ProviderDir: providers[0].Dir, Kubectl: kubectl,
+		ConsumerKubeconfig: filepath.Join(cfg.StateDir, consumerName+".kubeconfig"),
+		ProviderKubeconfig: filepath.Join(cfg.StateDir, providerName+".kubeconfig")}
 	if err := copyFile(consumer.KubeconfigPath, ready.ConsumerKubeconfig); err != nil {
 		return err
 	}
-	if err := copyFile(provider.KubeconfigPath, ready.ProviderKubeconfig); err != nil {
+	for _, p := range providers {
+		kubeconfig := filepath.Join(cfg.StateDir, p.Name+".kubeconfig")
+		if err := copyFile(p.KubeconfigPath, kubeconfig); err != nil {
+			return err
+		}
+		ready.Providers = append(ready.Providers, ProviderReady{Name: p.Name, Kubeconfig: kubeconfig})
+	}
+	if err := comps.writeStatus(statusPath); err != nil {
 		return err
 	}
 	if err := writeJSON(filepath.Join(cfg.StateDir, readyFile), ready); err != nil {
@@ -168,47 +164,109 @@ func RunDaemon(cfg Config) (err error) {
 			progress("stopping (signal received)")
 			return nil
 		case <-ticker.C:
-			for _, c := range comps {
-				select {
-				case <-c.done:
-					return fmt.Errorf("%s exited; see %s", c.name, filepath.Join(logs, c.name+".log"))
-				default:
-				}
+			if err := comps.writeStatus(statusPath); err != nil {
+				comps.log.Error(err, "Write the components' status", "file", statusPath)
 			}
 		}
 	}
 }
 
-func startControllerManager(cfg Config, c *testbed.Cluster, logs string) (*component, error) {
-	return startComponent(c.Name+"-controller-manager", logs, filepath.Join(cfg.BinDir, "ferry-controller-manager"),
-		"--kubeconfig="+c.KubeconfigPath,
-		"--cluster-id="+c.Name,
+// daemonLogger writes structured lines to the daemon's output (daemon.log).
+func daemonLogger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		fmt.Println(time.Now().UTC().Format(time.RFC3339), args)
+	}, funcr.Options{})
+}
+
+// components are ferry's processes the daemon runs, each restarted with
+// the kubelet's crash-loop back-off when it exits on its own.
+type components struct {
+	cfg  Config
+	logs string
+	log  logr.Logger
+
+	mu   sync.Mutex
+	list []*crashloop.Process
+}
+
+// start runs binary as the component name (of kind, for cluster), with the
+// user's extra flags for it appended, logging to logs/<name>.log (emptied
+// first: a new demo starts a new log; restarts append to it).
+func (cs *components) start(cluster, kind, name, binary string, args ...string) (*crashloop.Process, error) {
+	args = append(args, cs.cfg.flagsFor(cluster, kind, name)...)
+	logPath := filepath.Join(cs.logs, name+".log")
+	if err := os.WriteFile(logPath, nil, 0o600); err != nil {
+		return nil, err
+	}
+	p := &crashloop.Process{Name: name, Binary: binary, Args: args, LogPath: logPath, Restart: true, Logger: cs.log}
+	if err := p.Start(); err != nil {
+		return nil, err
+	}
+	cs.log.Info("Started component", "component", name, "pid", p.PID(), "args", args)
+	cs.mu.Lock()
+	cs.list = append(cs.list, p)
+	cs.mu.Unlock()
+	return p, nil
+}
+
+// stopAll ends every component (a controller manager's virtual kubelets
+// with it), by PID, the last started first.
+func (cs *components) stopAll() {
+	cs.mu.Lock()
+	list := slices.Clone(cs.list)
+	cs.mu.Unlock()
+	slices.Reverse(list)
+	for _, p := range list {
+		p.Stop(10 * time.Second)
+	}
+}
+
+// writeStatus records each component's state for ferry-demo status.
+func (cs *components) writeStatus(path string) error {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	st := daemonStatus{PID: os.Getpid()}
+	for _, p := range cs.list {
+		st.Components = append(st.Components, componentStatus{Name: p.Name, Log: p.LogPath, State: p.State()})
+	}
+	return writeJSON(path, st)
+}
+
+func (cs *components) startControllerManager(c *testbed.Cluster) (*crashloop.Process, error) {
+	name := c.Name + "-" + kindControllerManager
+	args := []string{
+		"--kubeconfig=" + c.KubeconfigPath,
+		"--cluster-id=" + c.Name,
 		// kwok gives pod IPs from this range; the test bed's nodes have no
 		// spec.podCIDRs to detect it from.
-		"--pod-cidr="+c.PodCIDR(),
+		"--pod-cidr=" + c.PodCIDR(),
 		"--virtual-kubelet-mode=process",
-		"--virtual-kubelet-binary="+filepath.Join(cfg.BinDir, "ferry-virtual-kubelet"),
-		"--virtual-kubelet-log-dir="+logs,
+		"--virtual-kubelet-binary=" + filepath.Join(cs.cfg.BinDir, "ferry-virtual-kubelet"),
+		"--virtual-kubelet-log-dir=" + cs.logs,
 		"--virtual-kubelet-arg=--health-check-period=2s",
 		"--leader-elect=false",
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 		"--grant-debounce=500ms",
-	)
+	}
+	for _, f := range cs.cfg.flagsFor(c.Name, kindVirtualKubelet, c.Name+"-"+kindVirtualKubelet) {
+		args = append(args, "--virtual-kubelet-arg="+f)
+	}
+	return cs.start(c.Name, kindControllerManager, name, filepath.Join(cs.cfg.BinDir, "ferry-controller-manager"), args...)
 }
 
 // startWebhook runs ferry-webhook for c on 127.0.0.1, with its
 // configurations pointing there, and waits until it serves (its CA bundle
 // injected).
-func startWebhook(ctx context.Context, cfg Config, c *testbed.Cluster, logs string) (*component, error) {
+func (cs *components) startWebhook(ctx context.Context, c *testbed.Cluster) error {
 	port, health, err := localwebhook.Ports()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := localwebhook.Install(ctx, c.Client, cfg.RepoRoot, fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
-		return nil, err
+	if err := localwebhook.Install(ctx, c.Client, cs.cfg.RepoRoot, fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
+		return err
 	}
-	comp, err := startComponent(c.Name+"-webhook", logs, filepath.Join(cfg.BinDir, "ferry-webhook"),
+	comp, err := cs.start(c.Name, kindWebhook, c.Name+"-"+kindWebhook, filepath.Join(cs.cfg.BinDir, "ferry-webhook"),
 		"--kubeconfig="+c.KubeconfigPath,
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--port=%d", port),
@@ -218,73 +276,60 @@ func startWebhook(ctx context.Context, cfg Config, c *testbed.Cluster, logs stri
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := localwebhook.WaitReady(ctx, health, time.Minute); err != nil {
-		return comp, fmt.Errorf("%s: %w; see %s", comp.name, err, filepath.Join(logs, comp.name+".log"))
+	// A webhook that exits before it serves (a bad flag) fails the start
+	// at once, rather than after the minute of waiting.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	exited := comp.Exited()
+	go func() {
+		select {
+		case <-exited:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	if err := localwebhook.WaitReady(wctx, health, time.Minute); err != nil {
+		if isClosed(exited) {
+			return fmt.Errorf("%s exited (%s); see %s", comp.Name, comp.State().LastExit, comp.LogPath)
+		}
+		return fmt.Errorf("%s: %w; see %s", comp.Name, err, comp.LogPath)
 	}
-	return comp, nil
+	return nil
 }
 
 // startScheduler runs ferry-scheduler for c with manifests/scheduler's
 // profile, pointed at c's kubeconfig, without leader election and without
 // serving endpoints (the demo talks to the API server only).
-func startScheduler(cfg Config, c *testbed.Cluster, logs string) (*component, error) {
-	config, err := localscheduler.WriteConfig(filepath.Join(cfg.RepoRoot, "manifests", "scheduler", "config.yaml"), c.KubeconfigPath, logs)
+func (cs *components) startScheduler(c *testbed.Cluster) error {
+	config, err := localscheduler.WriteConfig(filepath.Join(cs.cfg.RepoRoot, "manifests", "scheduler", "config.yaml"), c.KubeconfigPath, cs.logs)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return startComponent(c.Name+"-scheduler", logs, filepath.Join(cfg.BinDir, "ferry-scheduler"),
+	_, err = cs.start(c.Name, kindScheduler, c.Name+"-"+kindScheduler, filepath.Join(cs.cfg.BinDir, "ferry-scheduler"),
 		"--config="+config,
 		"--secure-port=0",
 		"--bind-address=127.0.0.1",
 	)
+	return err
 }
 
-// startComponent starts one of ferry's binaries, logging to logs/<name>.log.
-func startComponent(name, logs, binary string, args ...string) (*component, error) {
-	logFile, err := os.OpenFile(filepath.Join(logs, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Its own process group (a Ctrl-C reaches the daemon, which stops it in
-	// order), and it dies with the daemon.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	comp := &component{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		_ = logFile.Close()
-		close(comp.done)
-	}()
-	return comp, nil
-}
-
-// stop ends the component (and, with it, its virtual kubelets), by PID.
-func (c *component) stop() {
+func isClosed(c <-chan struct{}) bool {
 	select {
-	case <-c.done:
-		return
+	case <-c:
+		return true
 	default:
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(10 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
+		return false
 	}
 }
 
 // waitForIdentity waits until the cluster's controller manager has recorded
-// the cluster's identity, which ferryctl peer needs.
-func waitForIdentity(ctx context.Context, c *testbed.Cluster, comp *component) error {
+// the cluster's identity, which ferryctl peer needs; it fails at once if the
+// controller manager exits first (a bad flag).
+func waitForIdentity(ctx context.Context, c *testbed.Cluster, comp *crashloop.Process, logs string) error {
 	key := client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: ferryv1alpha1.ClusterIdentityConfigMap}
+	exited := comp.Exited()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var cm corev1.ConfigMap
@@ -292,14 +337,14 @@ func waitForIdentity(ctx context.Context, c *testbed.Cluster, comp *component) e
 			return nil
 		}
 		select {
-		case <-comp.done:
-			return fmt.Errorf("%s exited", comp.name)
+		case <-exited:
+			return fmt.Errorf("%s exited (%s); see %s", comp.Name, comp.State().LastExit, comp.LogPath)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(300 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not record the cluster identity (%s) within a minute", comp.name, key)
+			return fmt.Errorf("%s did not record the cluster identity (%s) within a minute; see %s", comp.Name, key, filepath.Join(logs, comp.Name+".log"))
 		}
 	}
 }

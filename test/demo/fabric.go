@@ -40,7 +40,7 @@ type demoFabric struct {
 
 // startFabric builds the lab and starts the gateways and route agents, as
 // components of the daemon.
-func startFabric(cfg Config, clusters []*testbed.Cluster, logs string, comps *[]*component) (*demoFabric, error) {
+func startFabric(comps *components, clusters []*testbed.Cluster) (*demoFabric, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the network fabric's data path needs root (network namespaces, links, nftables): not shown")
 	}
@@ -49,6 +49,7 @@ func startFabric(cfg Config, clusters []*testbed.Cluster, logs string, comps *[]
 		return nil, err
 	}
 	f := &demoFabric{lab: lab, labs: map[string]*netlab.Cluster{}}
+	bin := filepath.Join(comps.cfg.BinDir, "ferry-gateway")
 	for _, c := range clusters {
 		lc, err := lab.AddCluster(c.Name, labSubnets)
 		if err != nil {
@@ -59,25 +60,31 @@ func startFabric(cfg Config, clusters []*testbed.Cluster, logs string, comps *[]
 			return f, err
 		}
 		f.labs[c.Name] = lc
-		bin := filepath.Join(cfg.BinDir, "ferry-gateway")
-		comp, err := startComponent(c.Name+"-gateway", logs, bin, "--kubeconfig="+c.KubeconfigPath, "--cluster-id="+c.Name,
-			"--netns="+lab.Path(gw.NS), "--link-prefix="+lab.Prefix+"x"+c.Name[:1], fmt.Sprintf("--endpoint=%s:51820", gw.WANIP),
-			"--pod-address="+gw.IP.String(), "--metrics-bind-address=0", "--health-probe-bind-address=0")
-		if err != nil {
+		if _, err := comps.start(c.Name, kindGateway, c.Name+"-"+kindGateway, bin, "--kubeconfig="+c.KubeconfigPath, "--cluster-id="+c.Name,
+			"--netns="+lab.Path(gw.NS), "--link-prefix="+lab.Prefix+"x"+linkTag(c.Name), fmt.Sprintf("--endpoint=%s:51820", gw.WANIP),
+			"--pod-address="+gw.IP.String(), "--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
 			return f, err
 		}
-		*comps = append(*comps, comp)
 		for _, n := range lc.Nodes {
-			comp, err := startComponent(c.Name+"-route-agent-"+n.Name, logs, bin, "route-agent", "--kubeconfig="+c.KubeconfigPath,
+			if _, err := comps.start(c.Name, kindRouteAgent, c.Name+"-"+kindRouteAgent+"-"+n.Name, bin, "route-agent", "--kubeconfig="+c.KubeconfigPath,
 				"--cluster-id="+c.Name, "--netns="+lab.Path(n.NS), "--link-prefix="+lab.Prefix+"x",
-				"--metrics-bind-address=0", "--health-probe-bind-address=0")
-			if err != nil {
+				"--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
 				return f, err
 			}
-			*comps = append(*comps, comp)
 		}
 	}
 	return f, nil
+}
+
+// linkTag tells a cluster's gateway links apart in a lab (userspace
+// WireGuard's control socket is named after the link, in one folder for
+// the whole host): c for the consumer, p for the provider, p2 for
+// provider-2...
+func linkTag(cluster string) string {
+	if n, ok := strings.CutPrefix(cluster, providerName+"-"); ok {
+		return providerName[:1] + n
+	}
+	return cluster[:1]
 }
 
 func (f *demoFabric) close() {
@@ -90,19 +97,20 @@ func (f *demoFabric) close() {
 // and one offloaded pod (of demo) a network namespace at their IPs in
 // their clusters' labs, and connects the first to the second at the IP the
 // consumer shows, writing what happened to fabric.txt for `up` to print.
-func (f *demoFabric) show(ctx context.Context, stateDir string, consumer, provider *testbed.Cluster) {
+func (f *demoFabric) show(ctx context.Context, stateDir string, consumer *testbed.Cluster, providers []*testbed.Cluster) {
 	report := func(lines ...string) {
 		_ = writeText(filepath.Join(stateDir, fabricFile), strings.Join(lines, "\n")+"\n")
 	}
-	if err := f.connect(ctx, consumer, provider, report); err != nil {
+	if err := f.connect(ctx, consumer, providers, report); err != nil {
 		report("the fabric demonstration failed: " + err.Error())
 	}
 }
 
-func (f *demoFabric) connect(ctx context.Context, consumer, provider *testbed.Cluster, report func(...string)) error {
+func (f *demoFabric) connect(ctx context.Context, consumer *testbed.Cluster, providers []*testbed.Cluster, report func(...string)) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	var local, offloaded, remote *corev1.Pod
+	var provider *testbed.Cluster
 	for local == nil || offloaded == nil || remote == nil {
 		if err := sleep(ctx, time.Second); err != nil {
 			return fmt.Errorf("waiting for the demo's pods: %w", err)
@@ -110,6 +118,11 @@ func (f *demoFabric) connect(ctx context.Context, consumer, provider *testbed.Cl
 		local = firstRunning(ctx, consumer, LocalNamespace, func(p *corev1.Pod) bool { return !isVirtual(p.Spec.NodeName) })
 		offloaded = firstRunning(ctx, consumer, Namespace, func(p *corev1.Pod) bool { return isVirtual(p.Spec.NodeName) })
 		if offloaded == nil {
+			continue
+		}
+		// Its virtual node tells which provider runs it.
+		provider = providerOf(providers, offloaded.Spec.NodeName)
+		if provider == nil {
 			continue
 		}
 		var list corev1.PodList
@@ -158,6 +171,16 @@ func (f *demoFabric) connect(ctx context.Context, consumer, provider *testbed.Cl
 		}
 	}
 	return fmt.Errorf("%s could not reach %s: %w", local.Name, to, last)
+}
+
+// providerOf is the provider whose virtual node is node, or nil.
+func providerOf(providers []*testbed.Cluster, node string) *testbed.Cluster {
+	for _, p := range providers {
+		if virtualNodeName(p.Name) == node {
+			return p
+		}
+	}
+	return nil
 }
 
 func firstRunning(ctx context.Context, c *testbed.Cluster, ns string, ok func(*corev1.Pod) bool) *corev1.Pod {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/ferry-io/ferry/test/crashloop"
 )
 
 // Files of the state folder.
@@ -18,6 +20,10 @@ const (
 	errorFile  = "error.txt"
 	daemonLog  = "daemon.log"
 	logsFolder = "logs"
+	statusFile = "components.json"
+	// lockFile is held by `up` for its whole run: two `up` in one folder
+	// do not both start a daemon.
+	lockFile = "up.lock"
 )
 
 // Ready is what the daemon writes once the clusters and components run.
@@ -28,6 +34,28 @@ type Ready struct {
 	ConsumerDir        string `json:"consumerDir"`
 	ProviderDir        string `json:"providerDir"`
 	Kubectl            string `json:"kubectl"`
+	// Providers are every provider, the first (ProviderKubeconfig) too.
+	Providers []ProviderReady `json:"providers"`
+}
+
+// ProviderReady is how to reach one provider cluster.
+type ProviderReady struct {
+	Name       string `json:"name"`
+	Kubeconfig string `json:"kubeconfig"`
+}
+
+// daemonStatus is what the daemon records of its components, for
+// `ferry-demo status`.
+type daemonStatus struct {
+	PID        int               `json:"pid"`
+	Components []componentStatus `json:"components"`
+}
+
+// componentStatus is one component's state.
+type componentStatus struct {
+	Name string `json:"name"`
+	Log  string `json:"log"`
+	crashloop.State
 }
 
 func writeJSON(path string, v any) error {
@@ -81,7 +109,52 @@ func daemonPID(dir string) (int, bool) {
 
 // clearState removes what a previous demo left in dir, its logs aside.
 func clearState(dir string) {
-	for _, f := range []string{pidFile, readyFile, errorFile, fabricFile, "consumer.kubeconfig", "provider.kubeconfig"} {
+	for _, f := range []string{pidFile, readyFile, errorFile, fabricFile, statusFile} {
 		_ = os.Remove(filepath.Join(dir, f))
 	}
+	// Only the names the demo writes: --dir may be a folder of the user's.
+	for _, cluster := range (&Config{Providers: MaxProviders}).clusterNames() {
+		_ = os.Remove(filepath.Join(dir, cluster+".kubeconfig"))
+	}
+}
+
+// errRunning is up's refusal to start a second demo in a folder.
+type errRunning struct {
+	dir string
+	pid int
+}
+
+func (e errRunning) Error() string {
+	down := "make demo-down"
+	if abs, err := filepath.Abs(defaultDir); err != nil || abs != e.dir {
+		down += fmt.Sprintf(" DEMO_FLAGS='--dir %s'", e.dir)
+	}
+	return fmt.Sprintf("a demo is already running in %s (daemon PID %d); stop it with `%s`, "+
+		"or run another beside it in a folder of its own: make demo DEMO_FLAGS='--dir .demo-2'", e.dir, e.pid, down)
+}
+
+// lockForUp takes dir's up lock, or says who holds it: a demo starting
+// there. The lock goes with the returned file's Close (or the process).
+func lockForUp(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another ferry-demo up is starting a demo in %s; wait for it, or use another --dir", dir)
+		}
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// refuseIfRunning is up's check: a demo whose daemon runs in dir is left
+// alone, and the error says how to stop it or run another beside it.
+func refuseIfRunning(dir string) error {
+	if pid, running := daemonPID(dir); running {
+		return errRunning{dir: dir, pid: pid}
+	}
+	return nil
 }

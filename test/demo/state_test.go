@@ -32,3 +32,28 @@ func TestDaemonPIDOnlyRecognizesDemoDaemons(t *testing.T) {
 		t.Errorf("clearState left the PID file: %v", err)
 	}
 }
+
+func TestClearStateRemovesOnlyWhatTheDemoWrote(t *testing.T) {
+	dir := t.TempDir()
+	ours := []string{pidFile, readyFile, statusFile, "consumer.kubeconfig", "provider.kubeconfig", "provider-3.kubeconfig"}
+	theirs := []string{"mine.kubeconfig", "notes.txt", filepath.Join(logsFolder, "consumer-webhook.log")}
+	if err := os.MkdirAll(filepath.Join(dir, logsFolder), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append(ours, theirs...) {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clearState(dir)
+	for _, f := range ours {
+		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
+			t.Errorf("%s left: %v", f, err)
+		}
+	}
+	for _, f := range theirs {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s removed: %v", f, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package demo
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -27,7 +29,9 @@ import (
 	"github.com/ferry-io/ferry/api/placement"
 	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/storage"
+	"github.com/ferry-io/ferry/test/crashloop"
 )
 
 // Namespace is the namespace the demo offloads.
@@ -39,21 +43,35 @@ const LocalNamespace = "demo-local"
 // startTimeout bounds the daemon's start (clusters, components).
 const startTimeout = 5 * time.Minute
 
-// Up stops a demo still running from dir (or cleans up after a crashed
-// one), starts a new daemon, and shows ferry at work, writing to out.
+// Up starts a demo in cfg.StateDir (cleaning up after a crashed one) and
+// shows ferry at work, writing to out. It refuses while a demo runs in that
+// folder: a demo is a place to experiment in, not replaced behind the
+// user's back; another folder runs another demo beside it.
 func Up(ctx context.Context, cfg Config, out io.Writer) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state folder: %w", err)
+		return fmt.Errorf("--dir %s: %w", cfg.StateDir, err)
 	}
-	if _, running := daemonPID(cfg.StateDir); running {
-		fmt.Fprintln(out, "==> stopping the previous demo")
-		if err := Down(cfg, io.Discard); err != nil {
-			return err
+	if err := refuseIfRunning(cfg.StateDir); err != nil {
+		return err
+	}
+	lock, err := lockForUp(cfg.StateDir)
+	if err != nil {
+		if rerr := refuseIfRunning(cfg.StateDir); rerr != nil {
+			return rerr
 		}
+		return err
+	}
+	defer lock.Close()
+	if err := refuseIfRunning(cfg.StateDir); err != nil { // started while we waited for the lock
+		return err
 	}
 	clearState(cfg.StateDir)
 
-	fmt.Fprintln(out, "==> starting two local clusters and ferry (logs in "+filepath.Join(cfg.StateDir, daemonLog)+")")
+	what := "two local clusters"
+	if cfg.Providers > 1 {
+		what = fmt.Sprintf("%d local clusters (a consumer, %d providers)", cfg.Providers+1, cfg.Providers)
+	}
+	fmt.Fprintln(out, "==> starting "+what+" and ferry (logs in "+filepath.Join(cfg.StateDir, daemonLog)+")")
 	if err := startDaemon(cfg); err != nil {
 		return err
 	}
@@ -75,10 +93,20 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 
 	ferryctl := filepath.Join(cfg.BinDir, "ferryctl")
-	fmt.Fprintln(out, "==> peering: the provider becomes a virtual node of the consumer")
-	if err := run(ctx, out, ferryctl, "peer", "--consumer-kubeconfig", ready.ConsumerKubeconfig,
-		"--provider-kubeconfig", ready.ProviderKubeconfig, "--timeout", "2m"); err != nil {
-		return err
+	providers := map[string]*clients{}
+	for _, p := range ready.Providers {
+		if len(ready.Providers) == 1 {
+			fmt.Fprintln(out, "==> peering: the provider becomes a virtual node of the consumer")
+		} else {
+			fmt.Fprintf(out, "==> peering %s: it becomes the virtual node %s of the consumer\n", p.Name, virtualNodeName(p.Name))
+		}
+		if err := run(ctx, out, ferryctl, "peer", "--consumer-kubeconfig", ready.ConsumerKubeconfig,
+			"--provider-kubeconfig", p.Kubeconfig, "--timeout", "2m"); err != nil {
+			return err
+		}
+		if providers[p.Name], err = newClients(p.Kubeconfig); err != nil {
+			return err
+		}
 	}
 
 	for _, o := range []struct{ ns, strategy, scheduler string }{{Namespace, "Remote", ""}, {LocalNamespace, "Local", ""}, {SchedulerNamespace, "Remote", SchedulerName}} {
@@ -112,12 +140,8 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
 			return err
 		}
 	}
-	provider, err := newClients(ready.ProviderKubeconfig)
-	if err != nil {
-		return err
-	}
 	for _, ns := range []string{Namespace, LocalNamespace} {
-		if err := printPods(ctx, out, ns, pods[ns], provider); err != nil {
+		if err := printPods(ctx, out, ns, pods[ns], providers); err != nil {
 			return err
 		}
 	}
@@ -175,6 +199,9 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
 		break
 	}
 
+	for _, p := range ready.Providers[1:] {
+		fmt.Fprintf(out, "\n==> %s is the virtual node %s; its kubeconfig: %s\n", p.Name, virtualNodeName(p.Name), p.Kubeconfig)
+	}
 	fmt.Fprintf(out, `
 ==> the clusters keep running; explore them with kubectl:
     export KUBECONFIG=%[1]s   # the consumer (%[3]s: the provider)
@@ -184,13 +211,23 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
     kubectl get pod -n %[4]s <api pod> -o yaml  # the toleration and node affinity ferry's webhook added
     kubectl get namespaceoffloading -n %[4]s
     kubectl get events -n %[5]s              # ferry-scheduler's Scheduled and FailedScheduling (RemoteFit) events
-    kubectl logs -n %[4]s <api pod> ; kubectl exec -n %[4]s <api pod> -- date
+    kubectl logs -n %[4]s <api pod> ; kubectl exec -n %[4]s <api pod> -- date   # date runs on this host: nodes are simulated (README)
     kubectl --kubeconfig %[3]s get shadowpods,pods -A -l ferry.io/origin-cluster=consumer
     kubectl get pvc -n %[4]s -L ferry.io/cluster-id   # where each claim's data lives
     kubectl --kubeconfig %[3]s get pvc -A -l ferry.io/origin-cluster=consumer
-   make demo-down stops everything.
-`, ready.ConsumerKubeconfig, ready.Kubectl, ready.ProviderKubeconfig, Namespace, SchedulerNamespace)
+   %[7]s status --dir %[6]s   # ferry's components: state, PID, restarts, log
+   a component that exits (kill it to try) is restarted with the kubelet's back-off;
+   make demo-down (%[7]s down --dir %[6]s) stops everything.
+`, ready.ConsumerKubeconfig, ready.Kubectl, ready.ProviderKubeconfig, Namespace, SchedulerNamespace, cfg.StateDir, self())
 	return nil
+}
+
+// self is this program's path, for the commands the demo suggests.
+func self() string {
+	if p, err := os.Executable(); err == nil {
+		return p
+	}
+	return "ferry-demo"
 }
 
 // waitFabric waits for the daemon's report of the fabric demonstration.
@@ -223,7 +260,7 @@ func startDaemon(cfg Config) error {
 		return err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(self, daemonCommand, "--state-dir", cfg.StateDir, "--bin-dir", cfg.BinDir, "--repo-root", cfg.RepoRoot)
+	cmd := exec.Command(self, append([]string{daemonCommand}, cfg.daemonArgs()...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -426,17 +463,28 @@ func waitRunning(ctx context.Context, c *clients, namespace string, want int) ([
 
 func isVirtual(node string) bool { return strings.HasPrefix(node, "ferry-") }
 
+// virtualNodeName is the consumer's node standing for the provider cluster.
+func virtualNodeName(cluster string) string {
+	return peering.VirtualNodeName(ferryv1alpha1.ClusterID(cluster))
+}
+
 // printPods shows each pod's node and, for offloaded ones, the pod that
-// runs it in the provider.
-func printPods(ctx context.Context, out io.Writer, namespace string, pods []corev1.Pod, provider *clients) error {
+// runs it in its provider.
+func printPods(ctx context.Context, out io.Writer, namespace string, pods []corev1.Pod, providers map[string]*clients) error {
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
-	var remote corev1.PodList
-	if err := provider.ctrl.List(ctx, &remote, client.MatchingLabels{ferryv1alpha1.LabelOriginNamespace: namespace}); err != nil {
-		return err
+	type remotePod struct {
+		provider string
+		pod      corev1.Pod
 	}
-	byUID := map[string]corev1.Pod{}
-	for _, r := range remote.Items {
-		byUID[r.Labels[ferryv1alpha1.LabelOriginUID]] = r
+	byUID := map[string]remotePod{}
+	for name, provider := range providers {
+		var remote corev1.PodList
+		if err := provider.ctrl.List(ctx, &remote, client.MatchingLabels{ferryv1alpha1.LabelOriginNamespace: namespace}); err != nil {
+			return fmt.Errorf("list pods of %s in %s: %w", namespace, name, err)
+		}
+		for _, r := range remote.Items {
+			byUID[r.Labels[ferryv1alpha1.LabelOriginUID]] = remotePod{provider: name, pod: r}
+		}
 	}
 	fmt.Fprintf(out, "\n==> pods of namespace %s, as the consumer sees them\n", namespace)
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -447,11 +495,51 @@ func printPods(ctx context.Context, out io.Writer, namespace string, pods []core
 			where = "provider (not there yet)"
 			if r, ok := byUID[string(p.UID)]; ok {
 				// The IP the consumer shows is the provider's, remapped by
-				// the network fabric (both clusters use one pod CIDR).
-				where = fmt.Sprintf("provider: %s/%s on %s, IP %s there", r.Namespace, r.Name, r.Spec.NodeName, r.Status.PodIP)
+				// the network fabric (all clusters use one pod CIDR).
+				where = fmt.Sprintf("%s: %s/%s on %s, IP %s there", r.provider, r.pod.Namespace, r.pod.Name, r.pod.Spec.NodeName, r.pod.Status.PodIP)
 			}
 		}
 		fmt.Fprintf(w, "    %s\t%s\t%s\t%s\t%s\n", p.Name, p.Status.Phase, p.Status.PodIP, p.Spec.NodeName, where)
+	}
+	return w.Flush()
+}
+
+// Status prints the demo of cfg.StateDir: its daemon and each of ferry's
+// components (state, PID, restarts, log).
+func Status(cfg Config, out io.Writer) error {
+	pid, running := daemonPID(cfg.StateDir)
+	if !running {
+		fmt.Fprintf(out, "no demo is running in %s\n", cfg.StateDir)
+		return nil
+	}
+	fmt.Fprintf(out, "demo in %s, daemon PID %d\n", cfg.StateDir, pid)
+	data, err := os.ReadFile(filepath.Join(cfg.StateDir, statusFile))
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintln(out, "starting: no component status yet; see "+filepath.Join(cfg.StateDir, daemonLog))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var st daemonStatus
+	if err := json.Unmarshal(data, &st); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(cfg.StateDir, statusFile), err)
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "COMPONENT\tSTATE\tPID\tRESTARTS\tLAST EXIT\tLOG")
+	for _, c := range st.Components {
+		state, pid := string(c.Phase), "-"
+		if c.PID != 0 {
+			pid = strconv.Itoa(c.PID)
+		}
+		if c.Phase == crashloop.PhaseBackOff {
+			state += fmt.Sprintf(" (restart in %s)", time.Until(c.RestartAt).Round(time.Second))
+		}
+		last := c.LastExit
+		if last == "" {
+			last = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, state, pid, c.Restarts, last, c.Log)
 	}
 	return w.Flush()
 }

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,10 +18,11 @@ import (
 )
 
 // The README's first command: make demo runs bin/ferry-demo up after
-// building; this runs the same binary the same way, twice (the second run
-// replaces the first), then down, so the playground cannot rot.
+// building; this runs the same binary the same way, then up again in the
+// same folder (refused: the running demo is left alone), kills a component
+// (restarted, the demo goes on), then down, so the playground cannot rot.
 var _ = Describe("The demo", Label("demo"), func() {
-	It("peers two clusters, offloads namespace demo, shows pods on the virtual node, ferry-scheduler's placements and refusals, and logs; twice in a row, then stops everything", func(ctx context.Context) {
+	It("peers two clusters, offloads namespace demo, shows pods on the virtual node, ferry-scheduler's placements and refusals, and logs; refuses a second demo in its folder, restarts a killed component, then stops everything", func(ctx context.Context) {
 		bin, err := os.MkdirTemp("", "ferry-demo-bin-")
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(os.RemoveAll, bin)
@@ -33,7 +36,7 @@ var _ = Describe("The demo", Label("demo"), func() {
 			Expect(err).NotTo(HaveOccurred(), "go build %s:\n%s", pkg, out)
 		}
 		demoCmd := func(ctx context.Context, args ...string) *exec.Cmd {
-			args = append(args, "--state-dir", state, "--bin-dir", bin, "--repo-root", framework.RepoRoot())
+			args = append(args, "--dir", state, "--bin-dir", bin, "--repo-root", framework.RepoRoot())
 			return exec.CommandContext(ctx, filepath.Join(bin, "demo"), args...)
 		}
 		DeferCleanup(func() {
@@ -61,29 +64,70 @@ var _ = Describe("The demo", Label("demo"), func() {
 		// render to the virtual node.
 		byFerry := regexp.MustCompile(`(?m)^\s+batch-\S+\s+Running\s+ferry-scheduler\s+ferry-provider\s+ferry-scheduler\s+Scheduled: Successfully assigned demo-scheduler/batch-\S+ to ferry-provider$`)
 		refused := regexp.MustCompile(`(?m)^\s+render-\S+\s+Pending\s+ferry-scheduler\s+<none>\s+ferry-scheduler\s+FailedScheduling: .*cluster provider: no real node fits the pod: cpu`)
-		for run := 1; run <= 2; run++ {
-			By(fmt.Sprintf("make demo, run %d", run))
-			upCtx, cancel := context.WithTimeout(ctx, 6*time.Minute)
-			out, err := demoCmd(upCtx, "up").CombinedOutput()
-			cancel()
-			Expect(err).NotTo(HaveOccurred(), "demo up:\n%s", out)
-			Expect(remote.FindAll(out, -1)).To(HaveLen(4), "demo up:\n%s", out)
-			Expect(local.FindAll(out, -1)).To(HaveLen(3), "demo up:\n%s", out)
-			Expect(data.FindAll(out, -1)).To(HaveLen(2), "demo up:\n%s", out)
-			Expect(network.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
-			Expect(fabric.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
-			Expect(byFerry.FindAll(out, -1)).To(HaveLen(2), "demo up:\n%s", out)
-			Expect(refused.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
-			Expect(string(out)).To(ContainSubstring("kwok pod started"))
-			Expect(string(out)).To(ContainSubstring(filepath.Join(state, "consumer.kubeconfig")))
+		By("make demo")
+		upCtx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+		out, err := demoCmd(upCtx, "up").CombinedOutput()
+		cancel()
+		Expect(err).NotTo(HaveOccurred(), "demo up:\n%s", out)
+		Expect(remote.FindAll(out, -1)).To(HaveLen(4), "demo up:\n%s", out)
+		Expect(local.FindAll(out, -1)).To(HaveLen(3), "demo up:\n%s", out)
+		Expect(data.FindAll(out, -1)).To(HaveLen(2), "demo up:\n%s", out)
+		Expect(network.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
+		Expect(fabric.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
+		Expect(byFerry.FindAll(out, -1)).To(HaveLen(2), "demo up:\n%s", out)
+		Expect(refused.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
+		Expect(string(out)).To(ContainSubstring("kwok pod started"))
+		Expect(string(out)).To(ContainSubstring(filepath.Join(state, "consumer.kubeconfig")))
+
+		status := func() string {
+			out, err := demoCmd(ctx, "status").CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), "demo status:\n%s", out)
+			return string(out)
 		}
+		daemonLine := regexp.MustCompile(`demo in \S+, daemon PID (\d+)`)
+		m := daemonLine.FindStringSubmatch(status())
+		Expect(m).NotTo(BeNil(), "demo status:\n%s", status())
+		daemonPID, _ := strconv.Atoi(m[1])
+
+		By("make demo again in the same folder: refused, the running demo left alone")
+		out, err = demoCmd(ctx, "up").CombinedOutput()
+		Expect(err).To(HaveOccurred(), "a second demo up in %s succeeded:\n%s", state, out)
+		Expect(string(out)).To(ContainSubstring(fmt.Sprintf("a demo is already running in %s (daemon PID %d)", state, daemonPID)))
+		Expect(string(out)).To(ContainSubstring("make demo-down"))
+		Expect(syscall.Kill(daemonPID, 0)).To(Succeed(), "the running demo's daemon is gone")
+
+		By("killing the consumer's ferry-webhook: restarted with back-off, the demo goes on")
+		webhook := regexp.MustCompile(`(?m)^consumer-webhook\s+(\S+)\s+(\S+)\s+(\d+)\s`)
+		m = webhook.FindStringSubmatch(status())
+		Expect(m).NotTo(BeNil(), "demo status:\n%s", status())
+		Expect(m[1]).To(Equal("Running"))
+		Expect(m[3]).To(Equal("0"))
+		killed, err := strconv.Atoi(m[2])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(syscall.Kill(killed, syscall.SIGKILL)).To(Succeed())
+		// The first restart comes after the kubelet's 10 s back-off.
+		Eventually(func(g Gomega) {
+			s := status()
+			m := webhook.FindStringSubmatch(s)
+			g.Expect(m).NotTo(BeNil(), s)
+			g.Expect(m[1:4]).To(HaveExactElements("Running", Not(Equal(strconv.Itoa(killed))), "1"), s)
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(syscall.Kill(daemonPID, 0)).To(Succeed(), "the demo's daemon ended when a component exited")
+		Expect(status()).To(ContainSubstring(fmt.Sprintf("daemon PID %d", daemonPID)))
+		log, err := os.ReadFile(filepath.Join(state, "daemon.log"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(log)).To(MatchRegexp(`"msg"="Process exited; restarting it after back-off" "process"="consumer-webhook" "pid"=%d`, killed))
+
+		restarted, err := strconv.Atoi(webhook.FindStringSubmatch(status())[2])
+		Expect(err).NotTo(HaveOccurred())
 
 		By("make demo-down")
-		out, err := demoCmd(ctx, "down").CombinedOutput()
+		out, err = demoCmd(ctx, "down").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "demo down:\n%s", out)
 		Expect(string(out)).To(ContainSubstring("the demo is stopped"))
 		_, err = os.Stat(filepath.Join(state, "daemon.pid"))
 		Expect(os.IsNotExist(err)).To(BeTrue(), "the daemon's PID file outlived it")
+		Expect(syscall.Kill(restarted, 0)).To(MatchError(syscall.ESRCH), "the restarted webhook outlived the demo")
 		out, err = demoCmd(ctx, "down").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(out)).To(ContainSubstring("no demo is running"))

@@ -1,14 +1,14 @@
-// Command demo is ferry's playground: `demo up` (make demo) starts two local
-// clusters with ferry and shows pods offloaded; `demo down` (make
-// demo-down) stops them.
+// Command demo is ferry's playground (bin/ferry-demo): `up` (make demo)
+// starts local clusters with ferry and shows pods offloaded; `status` shows
+// ferry's components; `down` (make demo-down) stops them.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -16,24 +16,27 @@ import (
 	"github.com/ferry-io/ferry/test/demo"
 )
 
+const usage = "usage: ferry-demo up|status|down [flags]"
+
 func main() {
-	fs := pflag.NewFlagSet("demo", pflag.ExitOnError)
-	var cfg demo.Config
-	fs.StringVar(&cfg.StateDir, "state-dir", ".demo", "folder for the demo's state, logs and kubeconfigs")
-	fs.StringVar(&cfg.BinDir, "bin-dir", "bin", "folder of ferry's binaries (make build)")
-	fs.StringVar(&cfg.RepoRoot, "repo-root", ".", "ferry's source tree (for manifests/)")
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: demo up|down [flags]")
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" {
+		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
 	}
-	_ = fs.Parse(os.Args[2:])
-	for _, p := range []*string{&cfg.StateDir, &cfg.BinDir, &cfg.RepoRoot} {
-		abs, err := filepath.Abs(*p)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "demo:", err)
-			os.Exit(1)
+	fs := pflag.NewFlagSet("ferry-demo "+os.Args[1], pflag.ContinueOnError)
+	var cfg demo.Config
+	cfg.AddFlags(fs)
+	if err := fs.Parse(os.Args[2:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			os.Exit(0)
 		}
-		*p = abs
+		fail(err)
+	}
+	if fs.NArg() > 0 {
+		fail(fmt.Errorf("unexpected arguments %q; %s", fs.Args(), usage))
+	}
+	if err := cfg.Complete(); err != nil {
+		fail(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -41,15 +44,21 @@ func main() {
 	switch os.Args[1] {
 	case "up":
 		err = demo.Up(ctx, cfg, os.Stdout)
+	case "status":
+		err = demo.Status(cfg, os.Stdout)
 	case "down":
 		err = demo.Down(cfg, os.Stdout)
 	case "daemon":
 		err = demo.RunDaemon(cfg)
 	default:
-		err = fmt.Errorf("unknown command %q: up or down", os.Args[1])
+		err = fmt.Errorf("unknown command %q; %s", os.Args[1], usage)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(1)
+		fail(err)
 	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "ferry-demo:", err)
+	os.Exit(1)
 }

@@ -33,7 +33,7 @@ func StartGateway(ctx context.Context, bin string, c *testbed.Cluster, id ferryv
 		// named after the link, in one folder for the whole host.
 		"--link-prefix", LinkPrefix(lab) + c.Name[:1], "--endpoint", fmt.Sprintf("%s:51820", gw.WANIP), "--pod-address", gw.IP.String(),
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "-v=2"}, extra...)
-	p := &Proc{Name: "gateway-" + c.Name, bin: bin, args: args, log: filepath.Join(c.Dir, "ferry-gateway.log")}
+	p := newProc("gateway-"+c.Name, bin, filepath.Join(c.Dir, "ferry-gateway.log"), args, false)
 	p.Start()
 	DeferCleanup(p.Stop, NodeTimeout(time.Minute))
 	return p
@@ -44,7 +44,7 @@ func StartRouteAgent(ctx context.Context, bin string, c *testbed.Cluster, id fer
 	GinkgoHelper()
 	args := []string{"route-agent", "--kubeconfig", c.KubeconfigPath, "--cluster-id", string(id), "--netns", lab.Path(n.NS),
 		"--link-prefix", LinkPrefix(lab), "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "-v=2"}
-	p := &Proc{Name: "route-agent-" + n.Name, bin: bin, args: args, log: filepath.Join(c.Dir, "ferry-route-agent-"+n.Name+".log")}
+	p := newProc("route-agent-"+n.Name, bin, filepath.Join(c.Dir, "ferry-route-agent-"+n.Name+".log"), args, false)
 	p.Start()
 	DeferCleanup(p.Stop, NodeTimeout(time.Minute))
 	return p

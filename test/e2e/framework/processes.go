@@ -40,7 +40,7 @@ func StartControllerManagerProcess(ctx context.Context, bin, vkBinary string, c 
 	for _, a := range vkArgs {
 		args = append(args, "--virtual-kubelet-arg="+a)
 	}
-	p := &Proc{Name: "controller-manager-" + c.Name, bin: bin, args: args, log: filepath.Join(c.Dir, "ferry-controller-manager.log"), supervised: true}
+	p := newProc("controller-manager-"+c.Name, bin, filepath.Join(c.Dir, "ferry-controller-manager.log"), args, true)
 	p.Start()
 	DeferCleanup(p.Stop, NodeTimeout(time.Minute))
 	Eventually(func() error { // it records the cluster ID first thing
@@ -63,10 +63,10 @@ func StartWebhookProcess(ctx context.Context, bin string, c *testbed.Cluster) *W
 	port, health, err := localwebhook.Ports()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(localwebhook.Install(ctx, c.Client, RepoRoot(), fmt.Sprintf("https://127.0.0.1:%d", port))).To(Succeed())
-	w := &WebhookProc{health: health, Proc: &Proc{Name: "webhook-" + c.Name, bin: bin, log: filepath.Join(c.Dir, "ferry-webhook.log"),
-		args: []string{"--kubeconfig=" + c.KubeconfigPath, "--bind-address=127.0.0.1", fmt.Sprintf("--port=%d", port),
+	w := &WebhookProc{health: health, Proc: newProc("webhook-"+c.Name, bin, filepath.Join(c.Dir, "ferry-webhook.log"),
+		[]string{"--kubeconfig=" + c.KubeconfigPath, "--bind-address=127.0.0.1", fmt.Sprintf("--port=%d", port),
 			"--cert-dns-names=localhost", "--cert-ip-addresses=127.0.0.1", "--metrics-bind-address=0",
-			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health)}}}
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health)}, false)}
 	w.Restart(ctx)
 	DeferCleanup(w.Stop, NodeTimeout(time.Minute))
 	return w
