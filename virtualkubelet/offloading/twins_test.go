@@ -123,7 +123,7 @@ func TestTwinsClusterScopeOpensOneWatchPerKindHoweverManyNamespaces(t *testing.T
 	ts.refresh(t.Context(), offloadedTo("shop", "bar", "cafe"))
 	for _, ns := range []string{"shop", "bar", "cafe"} {
 		tw := ts.forLocal(ns)
-		if tw == nil || tw.watch != ts.shared || !tw.synced() {
+		if tw == nil || tw.watch.Load() != ts.shared || !tw.synced() {
 			t.Fatalf("twin of %s = %+v: want one on the shared, synced watch", ns, tw)
 		}
 	}
@@ -149,7 +149,7 @@ func TestTwinsNamespaceScopeOpensWatchesPerTwinNamespace(t *testing.T) {
 	if got := remote.opened(); !slices.Equal(got, want) {
 		t.Fatalf("watches = %q, want %q", got, want)
 	}
-	if ts.forLocal("shop").watch == ts.forLocal("bar").watch {
+	if ts.forLocal("shop").watch.Load() == ts.forLocal("bar").watch.Load() {
 		t.Errorf("two twin namespaces share a watch in the namespace scope")
 	}
 }
