@@ -349,7 +349,7 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		c.writeStatus(ctx, pod, unreachableStatus(pod, c.cfg.ProviderClusterID))
 		return 0, nil
 	}
-	t := c.twins.forLocal(key.Namespace)
+	t := c.twins.forLocal(key.Namespace).view()
 	if t != nil && !t.synced() {
 		return notSyncedRetry, nil
 	}
@@ -370,7 +370,7 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		}
 		return 0, nil
 	}
-	if t == nil || (!t.ready.Load() && t.shadowPod(pod.Name) == nil) {
+	if t == nil || (!t.ready && t.shadowPod(pod.Name) == nil) {
 		// Nothing to offload to: say why, and wait for the NamespaceOffloading.
 		msg := fmt.Sprintf("namespace %s has no Ready twin namespace in cluster %s: offload it with a NamespaceOffloading selecting that cluster", pod.Namespace, c.cfg.ProviderClusterID)
 		if t != nil {
@@ -503,7 +503,7 @@ func (c *controller) deleteShadowPod(ctx context.Context, sp *ferryv1alpha1.Shad
 }
 
 // deleteOrphan removes the ShadowPod of a local pod that is gone.
-func (c *controller) deleteOrphan(ctx context.Context, t *twin, name string) error {
+func (c *controller) deleteOrphan(ctx context.Context, t *twinView, name string) error {
 	if t == nil {
 		return nil
 	}
@@ -517,7 +517,7 @@ func (c *controller) deleteOrphan(ctx context.Context, t *twin, name string) err
 // syncDeleting carries a local deletion to the provider with its grace
 // period and, once the remote pod is gone, removes the local pod, as a
 // kubelet does once its containers have stopped.
-func (c *controller) syncDeleting(ctx context.Context, t *twin, pod *corev1.Pod) error {
+func (c *controller) syncDeleting(ctx context.Context, t *twinView, pod *corev1.Pod) error {
 	if t != nil {
 		sp := t.shadowPod(pod.Name)
 		if sp != nil && sp.Labels[ferryv1alpha1.LabelOriginUID] != string(pod.UID) {

@@ -117,7 +117,7 @@ func TestPodsAreNotReadyWhileTheProviderIsUnreachableAndTakeFreshStatusOnceBack(
 	}{{"namespace scope", false}, {"cluster scope", true}} {
 		t.Run(scope.name, func(t *testing.T) {
 			b := newOutageBed(t, scope.cluster)
-			waitFor(t, "twin of shop synced", func() bool { return b.c.twins.forLocal("shop") != nil && b.c.twins.forLocal("shop").synced() })
+			waitFor(t, "twin of shop synced", func() bool { return b.c.twins.forLocal("shop") != nil && b.c.twins.forLocal("shop").view().synced() })
 
 			p := b.sync(t)
 			if c := podCondition(p, corev1.PodReady); c == nil || c.Status != corev1.ConditionTrue {

@@ -47,11 +47,28 @@ type twin struct {
 	watch atomic.Pointer[remoteWatch]
 }
 
-func (t *twin) synced() bool { return t.watch.Load().synced() }
+// view is t as one sync sees it (nil for nil), its watch pinned: a sync
+// that found the watch synced reads that same cache to the end, even if
+// restartWatches replaces it meanwhile with one still listing.
+func (t *twin) view() *twinView {
+	if t == nil {
+		return nil
+	}
+	return &twinView{name: t.name, ready: t.ready.Load(), watch: t.watch.Load()}
+}
+
+// twinView is a twin at one moment (see view).
+type twinView struct {
+	name  string
+	ready bool
+	watch *remoteWatch
+}
+
+func (v *twinView) synced() bool { return v.watch.synced() }
 
 // shadowPod is the ShadowPod for the local pod name, or nil.
-func (t *twin) shadowPod(name string) *ferryv1alpha1.ShadowPod {
-	obj, ok, _ := t.watch.Load().shadows.GetIndexer().GetByKey(t.name + "/" + name)
+func (v *twinView) shadowPod(name string) *ferryv1alpha1.ShadowPod {
+	obj, ok, _ := v.watch.shadows.GetIndexer().GetByKey(v.name + "/" + name)
 	if !ok {
 		return nil
 	}
@@ -59,8 +76,8 @@ func (t *twin) shadowPod(name string) *ferryv1alpha1.ShadowPod {
 }
 
 // remotePod is the real pod for the local pod name, or nil.
-func (t *twin) remotePod(name string) *corev1.Pod {
-	obj, ok, _ := t.watch.Load().pods.GetIndexer().GetByKey(t.name + "/" + name)
+func (v *twinView) remotePod(name string) *corev1.Pod {
+	obj, ok, _ := v.watch.pods.GetIndexer().GetByKey(v.name + "/" + name)
 	if !ok {
 		return nil
 	}
