@@ -27,6 +27,7 @@ import (
 	"github.com/ferry-io/ferry/test/netlab"
 	"github.com/ferry-io/ferry/test/testbed"
 	vknode "github.com/ferry-io/ferry/virtualkubelet/node"
+	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 )
 
 // The fabric specs run the network fabric's control plane on three real
@@ -417,6 +418,65 @@ var _ = Describe("Network fabric", Label("fabric"), Ordered, func() {
 		Eventually(flow.count).WithContext(ctx).WithTimeout(60*time.Second).Should(BeNumerically(">", before+5), "the flow did not resume; its error: %v", flow.err())
 		Expect(flow.err()).NotTo(HaveOccurred(), "the same TCP connection goes on")
 		GinkgoWriter.Printf("longest pause of the flow: %s\n", flow.maxGap())
+	})
+
+	It("shows an offloaded pod not Ready within the node-monitor grace period while its provider's API server is down, with or without the tunnel, and Ready again once both are back", Label("chaos"), func(ctx context.Context) {
+		needLab()
+		Expect(web).NotTo(BeNil(), "needs the consumer pod of the first data path spec")
+		tunnelUp(ctx, "eu")
+		ns := framework.CreateNamespace(ctx, consumer, "unreachable")
+		twin := framework.OffloadNamespace(ctx, consumer, ns, "eu")
+		pod := runPod(ctx, ns, "served", peering.VirtualNodeName("eu"), nil)
+		served, err := labs["eu"].AddPod(0, "served", remotePodIP(ctx, eu, twin, "served"))
+		Expect(err).NotTo(HaveOccurred())
+		_, err = served.ServeEcho(8080)
+		Expect(err).NotTo(HaveOccurred())
+		addr := pod.Status.PodIP
+		Eventually(func() error { return echo(ctx, web, addr, 8080) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		// kube-controller-manager's --node-monitor-grace-period (the test
+		// bed keeps the default).
+		const nodeMonitorGracePeriod = 50 * time.Second
+		ready := func(want corev1.ConditionStatus) func(g Gomega) {
+			return func(g Gomega) {
+				var p corev1.Pod
+				g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+				c := podCondition(&p, corev1.PodReady)
+				g.Expect(c).NotTo(BeNil())
+				g.Expect(c.Status).To(Equal(want))
+				if want == corev1.ConditionFalse {
+					g.Expect(c.Reason).To(Equal(offloading.ReasonProviderUnreachable))
+				}
+			}
+		}
+		Eventually(ready(corev1.ConditionTrue)).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("eu's API server stops, its tunnel still carries traffic: not Ready, still reachable at its address")
+		down := time.Now()
+		eu.StopAPIServer()
+		Eventually(ready(corev1.ConditionFalse)).WithContext(ctx).WithTimeout(nodeMonitorGracePeriod - time.Since(down)).WithPolling(250 * time.Millisecond).Should(Succeed())
+		AddReportEntry("pod not Ready after eu's API server began to stop, tunnel up", time.Since(down).Round(10*time.Millisecond).String())
+		Expect(echo(ctx, web, addr, 8080)).To(Succeed(), "the pod serves through the tunnel meanwhile")
+		Expect(eu.StartAPIServer(ctx)).To(Succeed())
+		back := time.Now()
+		Eventually(ready(corev1.ConditionTrue)).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		AddReportEntry("pod Ready again after eu's API server returned", time.Since(back).Round(10*time.Millisecond).String())
+
+		By("eu's gateway and API server both stop: wholly unreachable, not Ready the same way")
+		down = time.Now()
+		gateways["eu"].Kill()
+		eu.StopAPIServer()
+		Eventually(ready(corev1.ConditionFalse)).WithContext(ctx).WithTimeout(nodeMonitorGracePeriod - time.Since(down)).WithPolling(250 * time.Millisecond).Should(Succeed())
+		AddReportEntry("pod not Ready after eu's gateway was killed and its API server began to stop", time.Since(down).Round(10*time.Millisecond).String())
+		Expect(echo(ctx, web, addr, 8080)).NotTo(Succeed(), "the tunnel is down")
+		Expect(eu.StartAPIServer(ctx)).To(Succeed())
+		gateways["eu"].Start()
+		back = time.Now()
+		Eventually(ready(corev1.ConditionTrue)).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		AddReportEntry("pod Ready again after eu's gateway and API server returned", time.Since(back).Round(10*time.Millisecond).String())
+		tunnelUp(ctx, "eu")
+		Eventually(func() error { return echo(ctx, web, addr, 8080) }).WithContext(ctx).WithTimeout(60*time.Second).
+			Should(Succeed(), "eu's gateway log:\n%s", tail(gateways["eu"].Log(), 40))
 	})
 
 	It("rotates the consumer gateway's key while a flow goes on", func(ctx context.Context) {

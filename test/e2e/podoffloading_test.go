@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -402,6 +403,76 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		Eventually(func(g Gomega) { g.Expect(shadowPods(ctx, g)).To(HaveLen(40)) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	})
 
+	It("shows offloaded pods not Ready, out of their Service's endpoints, within the node-monitor grace period while the provider is unreachable, and Ready again from fresh status once it is back", Label("chaos"), func(ctx context.Context) {
+		// kube-controller-manager's --node-monitor-grace-period, not set by
+		// the test bed: a kubelet silent that long has its pods marked not Ready.
+		const nodeMonitorGracePeriod = 50 * time.Second
+		const app, replicas = "readiness", 3
+		sel := map[string]string{"app": app}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app},
+			Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Port: 80}}}}
+		Expect(consumer.Client.Create(ctx, remoteDeployment(ns, app, replicas))).To(Succeed())
+		Expect(consumer.Client.Create(ctx, svc)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(consumer.Client.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app}}))).To(Succeed())
+			Expect(client.IgnoreNotFound(consumer.Client.Delete(ctx, svc))).To(Succeed())
+		})
+		// readiness checks every pod of app Running with Ready and
+		// ContainersReady at want (reason ProviderUnreachable when False),
+		// and the Service's endpoints all ready or all not.
+		readiness := func(want corev1.ConditionStatus) func(g Gomega) {
+			return func(g Gomega) {
+				pods := localPods(ctx, g, sel)
+				g.Expect(pods).To(HaveLen(replicas))
+				for _, p := range pods {
+					g.Expect(p.Spec.NodeName).To(Equal(virtualNode))
+					g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s: the phase stays as last known", p.Name)
+					for _, t := range []corev1.PodConditionType{corev1.PodReady, corev1.ContainersReady} {
+						c := podCondition(&p, t)
+						g.Expect(c).NotTo(BeNil(), "pod %s has no %s condition", p.Name, t)
+						g.Expect(c.Status).To(Equal(want), "pod %s: %s", p.Name, t)
+						if want == corev1.ConditionFalse {
+							g.Expect(c.Reason).To(Equal(offloading.ReasonProviderUnreachable), "pod %s: %s", p.Name, t)
+						}
+					}
+				}
+				var eps discoveryv1.EndpointSliceList
+				g.Expect(consumer.Client.List(ctx, &eps, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: app})).To(Succeed())
+				ready, notReady := 0, 0
+				for _, s := range eps.Items {
+					for _, e := range s.Endpoints {
+						if e.Conditions.Ready != nil && *e.Conditions.Ready {
+							ready++
+						} else {
+							notReady++
+						}
+					}
+				}
+				if want == corev1.ConditionTrue {
+					g.Expect([]int{ready, notReady}).To(Equal([]int{replicas, 0}), "the Service's endpoints (ready, not ready)")
+				} else {
+					g.Expect(ready).To(BeZero(), "ready endpoints of the Service")
+				}
+			}
+		}
+		Eventually(readiness(corev1.ConditionTrue)).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+
+		By("the provider's API server stops: every pod not Ready within the grace period, its last known phase kept")
+		down := time.Now()
+		provider.StopAPIServer()
+		Eventually(readiness(corev1.ConditionFalse)).WithContext(ctx).WithTimeout(nodeMonitorGracePeriod-time.Since(down)).WithPolling(250*time.Millisecond).
+			Should(Succeed(), "a kubelet unheard for the node-monitor grace period has its pods marked not Ready")
+		AddReportEntry("pods not Ready and out of the Service's endpoints after the provider's API server began to stop", time.Since(down).Round(10*time.Millisecond).String())
+		Consistently(readiness(corev1.ConditionFalse)).WithContext(ctx).WithTimeout(5*time.Second).WithPolling(250*time.Millisecond).
+			Should(Succeed(), "nothing brings the last known Ready status back while the provider is away")
+
+		By("the provider returns: Ready again, as the provider reports it")
+		Expect(provider.StartAPIServer(ctx)).To(Succeed())
+		back := time.Now()
+		Eventually(readiness(corev1.ConditionTrue)).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		AddReportEntry("pods Ready and in the Service's endpoints again after the provider's API server returned", time.Since(back).Round(10*time.Millisecond).String())
+	})
+
 	It("keeps remote pods running through a provider outage and converges after it without restarting anything", func(ctx context.Context) {
 		before := map[types.UID]int32{}
 		remoteUIDs := map[types.UID]bool{}
@@ -526,4 +597,5 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		Expect(remote).To(HaveLen(1))
 		Expect(remote[0].UID).To(Equal(tolerantRemote[0].UID), "the tolerant pod's remote copy was replaced")
 	})
+
 })

@@ -11,7 +11,9 @@
 //     reports the Node Ready=Unknown (reason ProviderUnreachable) after
 //     FailureThreshold consecutive failures, Ready=True (ProviderReachable)
 //     on the next success, so the node lifecycle controller's unreachable
-//     taints and taint-based eviction apply;
+//     taints and taint-based eviction apply; the pod offloading marks the
+//     node's pods not Ready meanwhile, which that controller does only for
+//     a node whose Lease it stops seeing renewed;
 //   - watches its VirtualNode and carries changes of spec.resources,
 //     spec.nodeShapes, spec.labels and spec.taints to the Node within
 //     seconds;

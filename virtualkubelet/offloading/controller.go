@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,9 +85,11 @@ type Config struct {
 	// (ServiceAccountTokenSecret): pods mount it instead of the consumer's
 	// projected token, which only a consumer kubelet could fill.
 	ServiceAccountTokens bool
-	// ProviderReady tells whether the provider answers health checks; while
-	// it does not, remote statuses are stale and are not written back, and
-	// every pod is synced again when it returns. Nil: always ready.
+	// ProviderReady tells whether the provider answers health checks. While
+	// it does not, every pod is shown not Ready (unreachableStatus) and
+	// nothing is asked of the provider; when it returns, its watches are
+	// started again and every pod's status comes from their fresh lists.
+	// Nil: always ready.
 	ProviderReady func() bool
 }
 
@@ -119,6 +122,10 @@ type controller struct {
 	podIndex cache.Indexer
 	// pending times the quiet period of pods whose remote copy is Pending.
 	pending *pendingClock
+	// reachable is cfg.ProviderReady as watchHealth last acted on it: it
+	// turns true only once the provider's watches were started again, so
+	// no status is written from what they held before the outage.
+	reachable atomic.Bool
 }
 
 // Run offloads the pods bound to cfg.NodeName until ctx is done.
@@ -156,6 +163,7 @@ func Run(ctx context.Context, cfg Config) error {
 		recorder: broadcaster.NewRecorder(s, corev1.EventSource{Component: "ferry-virtual-kubelet", Host: cfg.NodeName}),
 		pending:  newPendingClock(),
 	}
+	c.reachable.Store(cfg.ProviderReady())
 	defer c.queue.ShutDown()
 	c.twins = &twins{provider: cfg.ProviderClusterID, consumer: cfg.ConsumerClusterID, remote: remote,
 		enqueue: c.queue.Add, namespaceChanged: c.enqueueNamespace}
@@ -240,25 +248,39 @@ func (c *controller) enqueueNamespace(namespace string) {
 	}
 }
 
-// watchHealth resyncs every pod when the provider becomes ready again, so
-// statuses written by others meanwhile (the node lifecycle controller marks
-// the pods of a NotReady node not ready) converge to the provider's.
+// watchHealth follows the provider's health. When the provider becomes
+// unreachable, every pod is synced, which shows it not Ready: the node
+// lifecycle controller does that for a kubelet it stops hearing from, but
+// the virtual kubelet keeps its Node's Lease and reports Ready=Unknown
+// itself, so the controller never does it for a virtual node. When the
+// provider is back, its watches are started again before any pod is
+// synced, so every status comes from what the provider says now.
 func (c *controller) watchHealth(ctx context.Context) {
 	ticker := time.NewTicker(healthPoll)
 	defer ticker.Stop()
-	wasReady := true
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
 		}
-		ready := c.cfg.ProviderReady()
-		if ready && !wasReady {
-			klog.FromContext(ctx).Info("Provider is back; resyncing every pod")
-			c.resyncAll()
-		}
-		wasReady = ready
+		c.followHealth(ctx)
+	}
+}
+
+// followHealth acts on a change of the provider's health since the last
+// call (watchHealth's ticks).
+func (c *controller) followHealth(ctx context.Context) {
+	switch ready := c.cfg.ProviderReady(); {
+	case !ready && c.reachable.Load():
+		klog.FromContext(ctx).Info("Provider unreachable; marking every pod not ready", "provider", c.cfg.ProviderClusterID)
+		c.reachable.Store(false)
+		c.resyncAll()
+	case ready && !c.reachable.Load():
+		klog.FromContext(ctx).Info("Provider is back; watching it afresh and resyncing every pod", "provider", c.cfg.ProviderClusterID)
+		c.twins.restartWatches(ctx)
+		c.reachable.Store(true)
+		c.resyncAll()
 	}
 }
 
@@ -319,7 +341,15 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 	} else if err != nil {
 		return 0, err
 	}
-	t := c.twins.forLocal(key.Namespace)
+	if pod != nil && pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed &&
+		!c.reachable.Load() {
+		// Nothing the provider said can be trusted now, nor anything asked
+		// of it: show the pod not Ready and wait for watchHealth's resync.
+		c.pending.forget(key)
+		c.writeStatus(ctx, pod, unreachableStatus(pod, c.cfg.ProviderClusterID))
+		return 0, nil
+	}
+	t := c.twins.forLocal(key.Namespace).view()
 	if t != nil && !t.synced() {
 		return notSyncedRetry, nil
 	}
@@ -340,7 +370,7 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		}
 		return 0, nil
 	}
-	if t == nil || (!t.ready.Load() && t.shadowPod(pod.Name) == nil) {
+	if t == nil || (!t.ready && t.shadowPod(pod.Name) == nil) {
 		// Nothing to offload to: say why, and wait for the NamespaceOffloading.
 		msg := c.twins.whyNotOffloaded(pod.Namespace)
 		if t != nil {
@@ -396,8 +426,8 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		klog.FromContext(ctx).V(1).Info("Updated shadow pod", "pod", klog.KObj(pod), "twinNamespace", t.name)
 	}
 
-	if !c.cfg.ProviderReady() {
-		return 0, nil
+	if !c.reachable.Load() {
+		return 0, nil // gone meanwhile: watchHealth's resync shows the pod not Ready
 	}
 	remote := t.remotePod(pod.Name)
 	if remote != nil && remote.Labels[ferryv1alpha1.LabelOriginUID] != string(pod.UID) {
@@ -501,7 +531,7 @@ func (c *controller) deleteShadowPod(ctx context.Context, sp *ferryv1alpha1.Shad
 }
 
 // deleteOrphan removes the ShadowPod of a local pod that is gone.
-func (c *controller) deleteOrphan(ctx context.Context, t *twin, name string) error {
+func (c *controller) deleteOrphan(ctx context.Context, t *twinView, name string) error {
 	if t == nil {
 		return nil
 	}
@@ -515,7 +545,7 @@ func (c *controller) deleteOrphan(ctx context.Context, t *twin, name string) err
 // syncDeleting carries a local deletion to the provider with its grace
 // period and, once the remote pod is gone, removes the local pod, as a
 // kubelet does once its containers have stopped.
-func (c *controller) syncDeleting(ctx context.Context, t *twin, pod *corev1.Pod) error {
+func (c *controller) syncDeleting(ctx context.Context, t *twinView, pod *corev1.Pod) error {
 	if t != nil {
 		sp := t.shadowPod(pod.Name)
 		if sp != nil && sp.Labels[ferryv1alpha1.LabelOriginUID] != string(pod.UID) {

@@ -36,6 +36,12 @@ const (
 	// (its API server or admission webhook unreachable, a timeout, an
 	// internal error); ferry retries with backoff.
 	ReasonOffloadRetrying = "OffloadRetrying"
+	// ReasonProviderUnreachable: the provider does not answer the virtual
+	// kubelet's health checks. It is the reason of the Ready and
+	// ContainersReady conditions it turned False (nobody can tell whether
+	// the pod still serves), and of the Offloaded condition of a pod not
+	// running remotely.
+	ReasonProviderUnreachable = "ProviderUnreachable"
 )
 
 // IPRemapper translates a pod IP of the provider into the address the
@@ -191,6 +197,32 @@ func offloadedConditionIn(conditions []corev1.PodCondition) *corev1.PodCondition
 		}
 	}
 	return nil
+}
+
+// unreachableStatus is the local pod's status while its provider does not
+// answer: as last known (phase, container statuses, IPs), but not Ready,
+// as the node lifecycle controller marks the pods of a kubelet it no longer
+// hears from. Without the provider's API server nothing can see the pod's
+// readiness, so the last one reported is no ground for sending it traffic.
+// Ready and ContainersReady turn False with reason ProviderUnreachable; one
+// already False keeps its reason, so a pod that was not ready costs no
+// write. The Offloaded condition of a pod not running remotely (not
+// offloaded yet, or pending there) says the same; one running remotely keeps
+// its own.
+func unreachableStatus(local *corev1.Pod, provider ferryv1alpha1.ClusterID) corev1.PodStatus {
+	st := *local.Status.DeepCopy()
+	msg := fmt.Sprintf("cluster %s does not answer the virtual kubelet's health checks: the pod's state there is unknown", provider)
+	now := metav1.Now().Rfc3339Copy()
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if (c.Type == corev1.PodReady || c.Type == corev1.ContainersReady) && c.Status != corev1.ConditionFalse {
+			c.Status, c.Reason, c.Message, c.LastTransitionTime = corev1.ConditionFalse, ReasonProviderUnreachable, msg, now
+		}
+	}
+	if c := offloadedCondition(local); c == nil || c.Status != corev1.ConditionTrue {
+		st.Conditions = withOffloadedCondition(local, st.Conditions, corev1.ConditionFalse, ReasonProviderUnreachable, msg)
+	}
+	return st
 }
 
 // refusedStatus fails a pod that can never run remotely as it is, as a

@@ -267,3 +267,74 @@ func TestResizePendingSaysWhyTheProviderDoesNotResize(t *testing.T) {
 		t.Errorf("refusal %+v, want the Invalid one", c)
 	}
 }
+
+func TestUnreachableStatusTurnsReadinessFalseAndKeepsTheRest(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	local := boundPod()
+	local.Status = *runningRemote().Status.DeepCopy()
+	local.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: since},
+		{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: since},
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: since},
+		{Type: ferryv1alpha1.PodConditionOffloaded, Status: corev1.ConditionTrue, Reason: ReasonRunningRemotely, Message: "running in cluster provider as shop-twin/web-1", LastTransitionTime: since},
+	}
+	before := local.DeepCopy()
+
+	st := unreachableStatus(local, "provider")
+
+	if !equality.Semantic.DeepEqual(local, before) {
+		t.Fatal("unreachableStatus changed the local pod")
+	}
+	if st.Phase != corev1.PodRunning || st.PodIP != before.Status.PodIP || !equality.Semantic.DeepEqual(st.ContainerStatuses, before.Status.ContainerStatuses) {
+		t.Errorf("status %+v: want phase, IPs and container statuses as last known", st)
+	}
+	for _, ct := range []corev1.PodConditionType{corev1.PodReady, corev1.ContainersReady} {
+		c := podConditionIn(st.Conditions, ct)
+		switch {
+		case c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonProviderUnreachable:
+			t.Errorf("%s = %+v: want False with reason %s", ct, c, ReasonProviderUnreachable)
+		case !strings.Contains(c.Message, "cluster provider does not answer"):
+			t.Errorf("%s message %q: want it to name the provider and say why", ct, c.Message)
+		case !c.LastTransitionTime.After(since.Time):
+			t.Errorf("%s transition time %v: want the time it turned False", ct, c.LastTransitionTime)
+		}
+	}
+	for _, ct := range []corev1.PodConditionType{corev1.PodScheduled, ferryv1alpha1.PodConditionOffloaded} {
+		if c := podConditionIn(st.Conditions, ct); !equality.Semantic.DeepEqual(c, podConditionIn(before.Status.Conditions, ct)) {
+			t.Errorf("%s = %+v: want it kept", ct, c)
+		}
+	}
+
+	// Applied once, it asks for no second write.
+	local.Status = st
+	if again := unreachableStatus(local, "provider"); !equality.Semantic.DeepEqual(again, st) {
+		t.Errorf("second unreachableStatus differs from the first: %+v", again)
+	}
+}
+
+func TestUnreachableStatusKeepsTheReasonOfAPodNotReadyAndExplainsAPodNotOffloaded(t *testing.T) {
+	local := boundPod()
+	notReady := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [web]"}
+	local.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{notReady}}
+
+	st := unreachableStatus(local, "provider")
+
+	if c := podConditionIn(st.Conditions, corev1.PodReady); !equality.Semantic.DeepEqual(*c, notReady) {
+		t.Errorf("Ready = %+v: want it kept as %+v (already False)", c, notReady)
+	}
+	if c := podConditionIn(st.Conditions, ferryv1alpha1.PodConditionOffloaded); c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonProviderUnreachable {
+		t.Errorf("Offloaded = %+v: want False with reason %s", c, ReasonProviderUnreachable)
+	}
+	if st.Phase != corev1.PodPending {
+		t.Errorf("phase %s: want Pending kept", st.Phase)
+	}
+}
+
+func podConditionIn(conditions []corev1.PodCondition, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range conditions {
+		if conditions[i].Type == t {
+			return &conditions[i]
+		}
+	}
+	return nil
+}

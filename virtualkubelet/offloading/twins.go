@@ -44,14 +44,33 @@ type twin struct {
 	// Terminating one is still watched, to drain it. Workers read it while
 	// refresh writes it.
 	ready atomic.Bool
+	// watch covers the twin namespace; restartWatches replaces it while
+	// workers read it.
+	watch atomic.Pointer[remoteWatch]
+}
+
+// view is t as one sync sees it (nil for nil), its watch pinned: a sync
+// that found the watch synced reads that same cache to the end, even if
+// restartWatches replaces it meanwhile with one still listing.
+func (t *twin) view() *twinView {
+	if t == nil {
+		return nil
+	}
+	return &twinView{name: t.name, ready: t.ready.Load(), watch: t.watch.Load()}
+}
+
+// twinView is a twin at one moment (see view).
+type twinView struct {
+	name  string
+	ready bool
 	watch *remoteWatch
 }
 
-func (t *twin) synced() bool { return t.watch.synced() }
+func (v *twinView) synced() bool { return v.watch.synced() }
 
 // shadowPod is the ShadowPod for the local pod name, or nil.
-func (t *twin) shadowPod(name string) *ferryv1alpha1.ShadowPod {
-	obj, ok, _ := t.watch.shadows.GetIndexer().GetByKey(t.name + "/" + name)
+func (v *twinView) shadowPod(name string) *ferryv1alpha1.ShadowPod {
+	obj, ok, _ := v.watch.shadows.GetIndexer().GetByKey(v.name + "/" + name)
 	if !ok {
 		return nil
 	}
@@ -59,8 +78,8 @@ func (t *twin) shadowPod(name string) *ferryv1alpha1.ShadowPod {
 }
 
 // remotePod is the real pod for the local pod name, or nil.
-func (t *twin) remotePod(name string) *corev1.Pod {
-	obj, ok, _ := t.watch.pods.GetIndexer().GetByKey(t.name + "/" + name)
+func (v *twinView) remotePod(name string) *corev1.Pod {
+	obj, ok, _ := v.watch.pods.GetIndexer().GetByKey(v.name + "/" + name)
 	if !ok {
 		return nil
 	}
@@ -78,7 +97,8 @@ type twins struct {
 	// changed readiness or went away.
 	namespaceChanged func(namespace string)
 	// shared, in the cluster scope, is the one watch of every twin
-	// namespace (started by startShared); nil: each twin has its own.
+	// namespace (started by startShared, replaced by restartWatches under
+	// mu); nil: each twin has its own.
 	shared *remoteWatch
 
 	mu      sync.RWMutex
@@ -143,6 +163,29 @@ func (ts *twins) forTwin(namespace string) *twin {
 	return ts.byTwin[namespace]
 }
 
+// restartWatches replaces every watch of the provider with a new one, which
+// lists afresh. After an outage the old watches' caches still hold what the
+// provider said before it (client-go resumes a broken watch only after a
+// backoff of up to 30 s, and a resumed watch gives no sign of having caught
+// up); the new ones are unsynced until their lists return, and the pods wait
+// for that.
+func (ts *twins) restartWatches(ctx context.Context) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.shared != nil {
+		ts.shared.cancel()
+		ts.shared = ts.watch(ctx, metav1.NamespaceAll)
+		for _, t := range ts.byLocal {
+			t.watch.Store(ts.shared)
+		}
+		return
+	}
+	for _, t := range ts.byLocal {
+		t.watch.Load().cancel()
+		t.watch.Store(ts.watch(ctx, t.name))
+	}
+}
+
 // startShared watches the ShadowPods and pods of every namespace at once,
 // for every twin to come (the cluster scope), until ctx is done.
 func (ts *twins) startShared(ctx context.Context) {
@@ -198,8 +241,8 @@ func (ts *twins) refresh(ctx context.Context, store cache.Store) {
 		if ok && c.TwinNamespace == t.name {
 			continue
 		}
-		if t.watch != ts.shared {
-			t.watch.cancel()
+		if w := t.watch.Load(); w != ts.shared {
+			w.cancel()
 		}
 		delete(ts.byLocal, local)
 		delete(ts.byTwin, t.name)
@@ -214,28 +257,32 @@ func (ts *twins) refresh(ctx context.Context, store cache.Store) {
 			}
 			continue
 		}
-		t := &twin{local: local, name: c.TwinNamespace, watch: ts.shared}
-		if t.watch == nil {
-			t.watch = ts.watch(ctx, c.TwinNamespace)
+		t := &twin{local: local, name: c.TwinNamespace}
+		w := ts.shared
+		if w == nil {
+			w = ts.watch(ctx, c.TwinNamespace)
 		}
+		t.watch.Store(w)
 		t.ready.Store(ready)
 		ts.byLocal[local], ts.byTwin[c.TwinNamespace] = t, t
 		changed = append(changed, local)
 		added = append(added, t)
 		klog.FromContext(ctx).Info("Following twin namespace", "namespace", local, "twinNamespace", c.TwinNamespace, "ready", ready)
 	}
+	shared := ts.shared
 	ts.mu.Unlock()
 	for _, ns := range changed {
 		ts.namespaceChanged(ns)
 	}
-	if ts.shared == nil {
+	if shared == nil {
 		return
 	}
 	// The shared watch saw the new twins' objects before they were twins,
 	// and dropped their events: wake their local pods now, so that the
 	// ShadowPod of a pod deleted meanwhile is removed.
 	for _, t := range added {
-		for _, inf := range []cache.SharedIndexInformer{t.watch.shadows, t.watch.pods} {
+		w := t.watch.Load()
+		for _, inf := range []cache.SharedIndexInformer{w.shadows, w.pods} {
 			objs, _ := inf.GetIndexer().ByIndex(cache.NamespaceIndex, t.name)
 			for _, o := range objs {
 				if m, ok := o.(metav1.Object); ok {

@@ -112,29 +112,29 @@ func TestTwinsClusterScopeOpensOneWatchPerKindHoweverManyNamespaces(t *testing.T
 	want := []string{"*v1.PodList ", "*v1alpha1.ShadowPodList "}
 
 	ts.refresh(t.Context(), offloadedTo("shop"))
-	waitFor(t, "twin of shop synced", func() bool { return ts.forLocal("shop") != nil && ts.forLocal("shop").synced() })
+	waitFor(t, "twin of shop synced", func() bool { return ts.forLocal("shop") != nil && ts.forLocal("shop").view().synced() })
 	waitFor(t, "two watches", func() bool { return len(remote.opened()) == len(want) })
 	if got := remote.opened(); !slices.Equal(got, want) {
 		t.Fatalf("watches with one offloaded namespace = %q, want %q", got, want)
 	}
-	if ts.forLocal("shop").shadowPod("web-1") == nil {
+	if ts.forLocal("shop").view().shadowPod("web-1") == nil {
 		t.Errorf("ShadowPod shop-twin/web-1 not found through the twin of shop")
 	}
 
 	ts.refresh(t.Context(), offloadedTo("shop", "bar", "cafe"))
 	for _, ns := range []string{"shop", "bar", "cafe"} {
 		tw := ts.forLocal(ns)
-		if tw == nil || tw.watch != ts.shared || !tw.synced() {
+		if tw == nil || tw.watch.Load() != ts.shared || !tw.view().synced() {
 			t.Fatalf("twin of %s = %+v: want one on the shared, synced watch", ns, tw)
 		}
 	}
-	if ts.forLocal("bar").shadowPod("web-1") != nil {
+	if ts.forLocal("bar").view().shadowPod("web-1") != nil {
 		t.Errorf("the twin of bar finds the ShadowPod of shop's twin namespace")
 	}
 	// Dropping a twin leaves the shared watch to the others.
 	ts.refresh(t.Context(), offloadedTo("bar"))
-	if ts.forLocal("shop") != nil || !ts.forLocal("bar").synced() {
-		t.Fatalf("after shop's offloading went: shop %v, bar synced %v; want no twin of shop, bar still synced", ts.forLocal("shop"), ts.forLocal("bar").synced())
+	if ts.forLocal("shop") != nil || !ts.forLocal("bar").view().synced() {
+		t.Fatalf("after shop's offloading went: shop %v, bar synced %v; want no twin of shop, bar still synced", ts.forLocal("shop"), ts.forLocal("bar").view().synced())
 	}
 	time.Sleep(100 * time.Millisecond) // room for a watch that should not open
 	if got := remote.opened(); !slices.Equal(got, want) {
@@ -150,7 +150,7 @@ func TestTwinsNamespaceScopeOpensWatchesPerTwinNamespace(t *testing.T) {
 	if got := remote.opened(); !slices.Equal(got, want) {
 		t.Fatalf("watches = %q, want %q", got, want)
 	}
-	if ts.forLocal("shop").watch == ts.forLocal("bar").watch {
+	if ts.forLocal("shop").watch.Load() == ts.forLocal("bar").watch.Load() {
 		t.Errorf("two twin namespaces share a watch in the namespace scope")
 	}
 }
