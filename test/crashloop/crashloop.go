@@ -141,19 +141,7 @@ func (p *Process) Restarts() int {
 }
 
 // PID is the program's process ID while it runs, else 0.
-func (p *Process) PID() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return 0
-	}
-	select {
-	case <-p.done:
-		return 0
-	default:
-		return p.cmd.Process.Pid
-	}
-}
+func (p *Process) PID() int { return p.State().PID }
 
 // Exited is closed when the current run ends (nil before Start).
 func (p *Process) Exited() <-chan struct{} {
