@@ -180,7 +180,7 @@ func apply(ns *netns.Namespace, rs Ruleset, hook func(*nftables.Conn, *nftables.
 	if err := rs.Validate(); err != nil {
 		return 0, fmt.Errorf("nat: apply: %w", err)
 	}
-	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()), nftables.AsLasting())
+	c, err := open(ns, nftables.AsLasting())
 	if err != nil {
 		return 0, fmt.Errorf("nat: apply table %s in %s: open nftables: %w", rs.Table, ns, err)
 	}
@@ -350,6 +350,20 @@ func sameHook(have, want *nftables.Chain) bool {
 		have.Priority != nil && *have.Priority == *want.Priority
 }
 
+// open connects to nftables in ns: through a socket made there by entering
+// it (setns, which needs CAP_SYS_ADMIN) only when ns is not the process's
+// own namespace.
+func open(ns *netns.Namespace, opts ...nftables.ConnOption) (*nftables.Conn, error) {
+	fd, err := ns.SocketFd()
+	if err != nil {
+		return nil, err
+	}
+	if fd != 0 {
+		opts = append(opts, nftables.WithNetNSFd(fd))
+	}
+	return nftables.New(opts...)
+}
+
 // Remove deletes the table from ns, with everything in it. A missing table
 // is no error.
 func Remove(ns *netns.Namespace, table string) error {
@@ -359,7 +373,7 @@ func Remove(ns *netns.Namespace, table string) error {
 	if table == "" {
 		return errors.New("nat: remove: table is empty")
 	}
-	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
+	c, err := open(ns)
 	if err != nil {
 		return fmt.Errorf("nat: remove table %s in %s: open nftables: %w", table, ns, err)
 	}
@@ -421,7 +435,7 @@ func readCounterObjects(ns *netns.Namespace, table string) (map[string]*expr.Cou
 	if ns == nil {
 		return nil, errors.New("nat: read counters: no network namespace")
 	}
-	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()), nftables.AsLasting())
+	c, err := open(ns, nftables.AsLasting())
 	if err != nil {
 		return nil, fmt.Errorf("nat: read counters of table %s in %s: open nftables: %w", table, ns, err)
 	}

@@ -33,9 +33,10 @@
 // device with it.
 //
 // Every function takes the network namespace to work in and talks netlink
-// through a handle opened in it (netlink.NewHandleAt), so the calling
+// through a handle opened in it (Namespace.NetlinkHandle), so the calling
 // goroutine's own namespace does not matter; EnableForwarding writes
 // /proc/sys from a thread switched into the namespace (Namespace.Do).
+// Neither enters the namespace when it is the caller's own.
 package overlay
 
 import (
@@ -376,9 +377,9 @@ func withHandle(ns *netns.Namespace, f func(h *netlink.Handle) error) error {
 	if ns == nil {
 		return errors.New("no network namespace given")
 	}
-	h, err := netlink.NewHandleAt(ns.Handle())
+	h, err := ns.NetlinkHandle()
 	if err != nil {
-		return fmt.Errorf("open netlink in network namespace %s: %w", ns, err)
+		return err
 	}
 	defer h.Close()
 	return f(h)

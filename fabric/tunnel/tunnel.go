@@ -116,7 +116,7 @@ func open(target *netns.Namespace, opts Options) (_ *Device, err error) {
 	}()
 	undo = append(undo, func() { _ = ns.Close() })
 
-	d.nl, err = netlink.NewHandleAt(ns.Handle(), unix.NETLINK_ROUTE)
+	d.nl, err = ns.NetlinkHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("open rtnetlink: %w", err)
 	}
