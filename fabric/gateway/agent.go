@@ -28,12 +28,23 @@ type AgentReconciler struct {
 	Node *NodePlane
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Health, when set, records each reconcile's outcome (readiness).
+	Health *Health
 }
 
 // +kubebuilder:rbac:groups=ferry.io,resources=networkconfigs,verbs=get;list;watch
 
-// Reconcile makes the node's overlay and routes match the gateway's plan.
-func (r *AgentReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
+// Reconcile makes the node's overlay and routes match the gateway's plan,
+// and records the outcome in Health.
+func (r *AgentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if r.Health != nil {
+		r.Health.Record(err, r.Now())
+	}
+	return res, err
+}
+
+func (r *AgentReconciler) reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
 	var local ferryv1alpha1.NetworkConfig
 	if err := r.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: string(r.ClusterID)}, &local); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -72,6 +72,8 @@ type Reconciler struct {
 	Settings
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Health, when set, records each reconcile's outcome (readiness).
+	Health *Health
 
 	keys    *keyStore
 	metrics *collector
@@ -91,8 +93,17 @@ func (r *Reconciler) peerNames() map[string]string {
 // +kubebuilder:rbac:groups=ferry.io,resources=networkconfigs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=ferry-system,resources=secrets,verbs=get;list;watch;create;update
 
-// Reconcile makes the data plane the plan of the NetworkConfigs now.
-func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
+// Reconcile makes the data plane the plan of the NetworkConfigs now, and
+// records the outcome in Health.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if r.Health != nil {
+		r.Health.Record(err, r.Now())
+	}
+	return res, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
 	now := r.Now()
 	var local ferryv1alpha1.NetworkConfig
 	if err := r.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: string(r.ClusterID)}, &local); err != nil {

@@ -85,14 +85,14 @@ func NewGateway(cfg *rest.Config, o GatewayOptions) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reconciler{Client: mgr.GetClient(), ClusterID: o.ClusterID, Settings: o.Settings}
+	r := &Reconciler{Client: mgr.GetClient(), ClusterID: o.ClusterID, Settings: o.Settings, Health: &Health{}}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(teardownOnStop(o.DataPlane.Close, "gateway")); err != nil {
 		return nil, err
 	}
-	return mgr, addChecks(mgr)
+	return mgr, addChecks(mgr, r.Health)
 }
 
 // NewRouteAgent builds the route agent's manager. When it stops, the agent
@@ -102,21 +102,27 @@ func NewRouteAgent(cfg *rest.Config, o Options, node *NodePlane) (manager.Manage
 	if err != nil {
 		return nil, err
 	}
-	r := &AgentReconciler{Client: mgr.GetClient(), ClusterID: o.ClusterID, Node: node}
+	r := &AgentReconciler{Client: mgr.GetClient(), ClusterID: o.ClusterID, Node: node, Health: &Health{}}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(teardownOnStop(node.Close, "route agent")); err != nil {
 		return nil, err
 	}
-	return mgr, addChecks(mgr)
+	return mgr, addChecks(mgr, r.Health)
 }
 
-func addChecks(mgr manager.Manager) error {
+// ReadyzCheck is the name of the readiness check that fails while the last
+// reconcile failed: /readyz/reconcile on --health-probe-bind-address.
+const ReadyzCheck = "reconcile"
+
+// addChecks serves /healthz (the process answers) and /readyz (the last
+// reconcile succeeded).
+func addChecks(mgr manager.Manager, h *Health) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	return mgr.AddReadyzCheck("ping", healthz.Ping)
+	return mgr.AddReadyzCheck(ReadyzCheck, h.Check)
 }
 
 // teardownOnStop runs teardown once the manager is stopping.
