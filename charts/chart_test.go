@@ -72,7 +72,6 @@ func TestRenderRefusesBadValuesNamingThem(t *testing.T) {
 		"virtualKubelet":                   {"clusterID": "c1", "virtualKubelet": map[string]any{"mode": "pods"}},
 		"certificates":                     {"clusterID": "c1", "webhook": map[string]any{"certificates": "vault"}},
 		"replicas":                         {"clusterID": "c1", "webhook": map[string]any{"replicas": "two"}},
-		"network.gateway.endpoint":         {"clusterID": "c1", "network": map[string]any{"gateway": map[string]any{"enabled": true}}},
 		"podCIDR":                          {"clusterID": "c1", "network": map[string]any{"podCIDR": "10.0.0.0"}},
 		"unknownValue":                     {"clusterID": "c1", "unknownValue": true},
 		"scheduler.leaderElection":         {"clusterID": "c1", "scheduler": map[string]any{"leaderElection": false}},
@@ -266,6 +265,28 @@ func TestNetworkValues(t *testing.T) {
 	}
 	if find(objs, "DaemonSet", "ferry-route-agent") == nil {
 		t.Errorf("no route agents with the gateway")
+	}
+}
+
+// Without an endpoint the gateway finds its own from its Service: it gets
+// no --endpoint, and its node's IP for a NodePort Service.
+func TestGatewayWithoutEndpointFindsItFromItsService(t *testing.T) {
+	objs := render(t, map[string]any{"clusterID": "c1", "network": map[string]any{"gateway": map[string]any{"enabled": true, "serviceType": "NodePort"}}})
+	gw := deployment(t, objs, "ferry-gateway").Spec.Template.Spec.Containers[0]
+	for _, a := range gw.Args {
+		if strings.HasPrefix(a, "--endpoint") {
+			t.Errorf("gateway args %v: an --endpoint, though none was set", gw.Args)
+		}
+	}
+	hostIP := false
+	for _, e := range gw.Env {
+		hostIP = hostIP || e.Name == "HOST_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.hostIP"
+	}
+	if !hostIP {
+		t.Errorf("gateway env %v: no HOST_IP from status.hostIP", gw.Env)
+	}
+	if typ, _, _ := unstructured.NestedString(find(objs, "Service", "ferry-gateway").Object, "spec", "type"); typ != "NodePort" {
+		t.Errorf("gateway Service type %s, want NodePort", typ)
 	}
 }
 

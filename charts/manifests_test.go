@@ -17,12 +17,12 @@ import (
 // of truth: with every part switched on, it renders exactly the objects of
 // the kustomizations under manifests/, but for the documented differences
 // (normalize): qualified images and their pull policy and secrets, Helm's
-// labels, CRDs kept on uninstall, the cluster ID and gateway endpoint the
-// manifests leave as CHANGE-ME.
+// labels, CRDs kept on uninstall, the cluster ID the manifests leave as
+// CHANGE-ME.
 func TestChartRendersTheKustomizeManifests(t *testing.T) {
 	full := map[string]any{
 		"clusterID": "c1", "createNamespace": true,
-		"network": map[string]any{"gateway": map[string]any{"enabled": true, "endpoint": "gw.example:51820"}},
+		"network": map[string]any{"gateway": map[string]any{"enabled": true}},
 		"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}, "grafanaDashboard": map[string]any{"enabled": true}},
 	}
 	certManager := map[string]any{"clusterID": "c1", "createNamespace": true, "webhook": map[string]any{"certificates": "cert-manager"}}
@@ -136,8 +136,6 @@ func normalize(t *testing.T, obj map[string]any, chart bool) map[string]any {
 			switch {
 			case !chart && a == "--cluster-id=CHANGE-ME":
 				a = "--cluster-id=c1"
-			case !chart && a == "--endpoint=CHANGE-ME:51820":
-				a = "--endpoint=gw.example:51820"
 			case chart && strings.HasPrefix(a, "--virtual-kubelet-image="):
 				a = "--virtual-kubelet-image=" + unqualified(strings.TrimPrefix(a, "--virtual-kubelet-image="))
 			}

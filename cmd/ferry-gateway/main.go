@@ -66,12 +66,14 @@ func main() {
 
 func runGateway(args []string, klogFlags *flag.FlagSet) error {
 	var c common
-	var endpoint, podAddress string
+	var endpoint, podAddress, service, nodeAddress string
 	var forceUserspace bool
 	g := gateway.GatewayOptions{Settings: gateway.Settings{DataPlane: &gateway.DataPlane{}}}
 	fs := pflag.NewFlagSet("ferry-gateway", pflag.ExitOnError)
 	c.register(fs)
-	fs.StringVar(&endpoint, "endpoint", "", "address:port peers reach this gateway's WireGuard UDP port at (its Service's load balancer or node address and port)")
+	fs.StringVar(&endpoint, "endpoint", "", "address:port peers reach this gateway's WireGuard UDP port at (default: found from --service)")
+	fs.StringVar(&service, "service", "ferry-gateway", "the gateway's Service in ferry-system, which --endpoint defaults from: a LoadBalancer's address and port, or --node-address and the node port of a NodePort Service (its port named wireguard)")
+	fs.StringVar(&nodeAddress, "node-address", os.Getenv("HOST_IP"), "IP address of this gateway pod's node, advertised with a NodePort Service (default: $HOST_IP, the downward API's status.hostIP)")
 	fs.StringVar(&podAddress, "pod-address", os.Getenv("POD_IP"), "this gateway pod's IP, which nodes' VXLAN links reach (default: $POD_IP)")
 	fs.IntVar(&g.DataPlane.ListenPort, "listen-port", gateway.DefaultListenPort, "WireGuard UDP port")
 	fs.IntVar(&g.DataPlane.MTU, "mtu", 0, "tunnel MTU (0: the underlay's MTU less WireGuard's 80 bytes)")
@@ -84,11 +86,19 @@ func runGateway(args []string, klogFlags *flag.FlagSet) error {
 	fs.AddGoFlagSet(klogFlags)
 	c.parse(fs, args)
 
-	host, port, err := gateway.ParseEndpoint(endpoint)
-	if err != nil {
-		return fmt.Errorf("--endpoint %q: %w", endpoint, err)
+	if endpoint != "" {
+		host, port, err := gateway.ParseEndpoint(endpoint)
+		if err != nil {
+			return fmt.Errorf("--endpoint %q: %w", endpoint, err)
+		}
+		g.EndpointAddress, g.EndpointPort = host, port
+	} else {
+		if service == "" {
+			return fmt.Errorf("--endpoint or --service is required")
+		}
+		g.EndpointService = &gateway.ServiceEndpoint{Service: service, PortName: gateway.ServicePortName, NodeAddress: nodeAddress}
 	}
-	g.EndpointAddress, g.EndpointPort = host, port
+	var err error
 	if g.PodAddress, err = netip.ParseAddr(podAddress); err != nil {
 		return fmt.Errorf("--pod-address %q: not an IP address (set it, or $POD_IP from the downward API)", podAddress)
 	}

@@ -47,9 +47,12 @@ var request = reconcile.Request{NamespacedName: client.ObjectKey{Name: "gateway"
 // and the data plane installing the plan.
 type Settings struct {
 	// Endpoint is the address and port peers reach the gateway at (the
-	// Service's, in a cluster).
+	// Service's, in a cluster); when empty, EndpointService finds it.
 	EndpointAddress string
 	EndpointPort    int32
+	// EndpointService finds the endpoint from the gateway's Service when
+	// EndpointAddress is empty.
+	EndpointService *ServiceEndpoint
 	// PodAddress is the gateway pod's IP, the remote end of the nodes'
 	// VXLAN links.
 	PodAddress netip.Addr
@@ -117,7 +120,11 @@ func (r *Reconciler) reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.publish(ctx, &local, keys); err != nil {
+	host, port, err := r.endpoint(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.publish(ctx, &local, keys, host, port); err != nil {
 		return ctrl.Result{}, err
 	}
 	var list ferryv1alpha1.NetworkConfigList
@@ -169,10 +176,33 @@ func (r *Reconciler) reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 	return ctrl.Result{RequeueAfter: next}, nil
 }
 
+// +kubebuilder:rbac:groups="",namespace=ferry-system,resources=services,verbs=get;list;watch
+
+// endpoint is where peers reach the gateway: --endpoint, or else what its
+// Service offers (EndpointService).
+func (r *Reconciler) endpoint(ctx context.Context) (string, int32, error) {
+	if r.EndpointAddress != "" {
+		return r.EndpointAddress, r.EndpointPort, nil
+	}
+	if r.EndpointService == nil {
+		return "", 0, fmt.Errorf("no endpoint: set --endpoint, or name the gateway's Service")
+	}
+	var svc corev1.Service
+	key := client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: r.EndpointService.Service}
+	if err := r.Get(ctx, key, &svc); err != nil {
+		return "", 0, fmt.Errorf("find the gateway's endpoint: read Service %s: %w", key, err)
+	}
+	host, port, err := r.EndpointService.Endpoint(&svc)
+	if err != nil {
+		return "", 0, fmt.Errorf("find the gateway's endpoint: %w", err)
+	}
+	return host, port, nil
+}
+
 // publish writes the gateway's endpoint and keys into this cluster's
 // NetworkConfig, which the exchange carries to the peers.
-func (r *Reconciler) publish(ctx context.Context, local *ferryv1alpha1.NetworkConfig, keys Keys) error {
-	want := &ferryv1alpha1.GatewayEndpoint{Address: r.EndpointAddress, Port: r.EndpointPort, PublicKey: keys.Current.PublicKey().String()}
+func (r *Reconciler) publish(ctx context.Context, local *ferryv1alpha1.NetworkConfig, keys Keys, host string, port int32) error {
+	want := &ferryv1alpha1.GatewayEndpoint{Address: host, Port: port, PublicKey: keys.Current.PublicKey().String()}
 	if r.PodAddress.IsValid() {
 		want.PodAddress = r.PodAddress.String()
 	}
@@ -324,15 +354,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{request} })
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("gateway").
 		WatchesRawSource(startNow()).
 		Watches(&ferryv1alpha1.NetworkConfig{}, all).
 		// A rotation asked for on the key Secret is seen at once.
 		Watches(&corev1.Secret{}, all, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == ferryv1alpha1.SystemNamespace && o.GetName() == r.KeySecret
-		}))).
-		Complete(r)
+		})))
+	if s := r.EndpointService; s != nil && r.EndpointAddress == "" {
+		// A load balancer's address, or a node port, is published at once.
+		b = b.Watches(&corev1.Service{}, all, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == ferryv1alpha1.SystemNamespace && o.GetName() == s.Service
+		})))
+	}
+	return b.Complete(r)
 }
 
 // describeRanges is a short list of prefixes for logs.

@@ -44,17 +44,19 @@ func scheme() *runtime.Scheme {
 }
 
 // newManager builds a manager whose cache holds NetworkConfigs (all
-// namespaces: a consumer's sits in its tenant namespace) and, when secrets
-// is set, ferry-system's Secrets.
-func newManager(cfg *rest.Config, o Options, secrets bool) (manager.Manager, error) {
+// namespaces: a consumer's sits in its tenant namespace) and, when gateway
+// is set, ferry-system's Secrets and Services.
+func newManager(cfg *rest.Config, o Options, gateway bool) (manager.Manager, error) {
 	if o.ClusterID == "" {
 		return nil, fmt.Errorf("--cluster-id is required")
 	}
 	byObject := map[client.Object]cache.ByObject{
 		&ferryv1alpha1.NetworkConfig{}: {},
 	}
-	if secrets {
-		byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: map[string]cache.Config{ferryv1alpha1.SystemNamespace: {LabelSelector: labels.Everything()}}}
+	if gateway {
+		system := map[string]cache.Config{ferryv1alpha1.SystemNamespace: {LabelSelector: labels.Everything()}}
+		byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: system}
+		byObject[&corev1.Service{}] = cache.ByObject{Namespaces: system}
 	}
 	return ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme(),
@@ -75,8 +77,8 @@ type GatewayOptions struct {
 // NewGateway builds ferry-gateway's manager. When the manager stops, the
 // gateway removes every link, route and rule it made.
 func NewGateway(cfg *rest.Config, o GatewayOptions) (manager.Manager, error) {
-	if o.EndpointAddress == "" || o.EndpointPort == 0 {
-		return nil, fmt.Errorf("--endpoint is required: the address and UDP port peers reach this gateway at")
+	if (o.EndpointAddress == "" || o.EndpointPort == 0) && (o.EndpointService == nil || o.EndpointService.Service == "") {
+		return nil, fmt.Errorf("--endpoint or --service is required: the address and UDP port peers reach this gateway at, or its Service to find them from")
 	}
 	if !o.PodAddress.IsValid() {
 		return nil, fmt.Errorf("--pod-address is required: the gateway pod's IP, which nodes reach it at")

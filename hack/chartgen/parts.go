@@ -102,7 +102,8 @@ var workloads = map[string]workload{
 	},
 	"ferry-gateway": {
 		image: "gateway", resources: ".Values.network.gateway.resources", security: ".Values.network.gateway.securityContext",
-		args: map[string]string{"--cluster-id": clusterID, "--endpoint": ".Values.network.gateway.endpoint"},
+		args:      map[string]string{"--cluster-id": clusterID},
+		extraArgs: []item{{open: "with .Values.network.gateway.endpoint", entry: `{{ printf "--endpoint=%s" . | quote }}`}},
 	},
 	"ferry-route-agent": {
 		image: "gateway", resources: ".Values.network.gateway.routeAgent.resources", security: ".Values.network.gateway.routeAgent.securityContext",

@@ -44,11 +44,11 @@ func TestMarshalRefusesATokenItCannotReplace(t *testing.T) {
 }
 
 func TestWorkloadFlagsMustExistInTheManifest(t *testing.T) {
-	obj := map[string]any{"kind": "Deployment", "metadata": map[string]any{"name": "ferry-gateway"},
+	obj := map[string]any{"kind": "Deployment", "metadata": map[string]any{"name": "ferry-scheduler"},
 		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-			"containers": []any{map[string]any{"name": "gateway", "args": []any{"--cluster-id=CHANGE-ME"}}}}}}}
+			"containers": []any{map[string]any{"name": "scheduler", "args": []any{"--config=/etc/ferry/scheduler.yaml"}}}}}}}
 	err := templatize(newTemplater(), obj)
-	if err == nil || !strings.Contains(err.Error(), "--endpoint") {
-		t.Fatalf("templatize = %v, want an error naming the missing flag --endpoint", err)
+	if err == nil || !strings.Contains(err.Error(), "--leader-elect") {
+		t.Fatalf("templatize = %v, want an error naming the missing flag --leader-elect", err)
 	}
 }
