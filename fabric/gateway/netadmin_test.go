@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,13 +28,18 @@ import (
 
 // netAdminEnv runs TestNetAdminOnlyHelper in a child made by
 // runWithNetAdminOnly; its value is the prefix of the links to make.
-const netAdminEnv = "FERRY_GATEWAY_NETADMIN_HELPER"
+// netAdminStageEnv says which of the helper's two stages runs.
+const (
+	netAdminEnv      = "FERRY_GATEWAY_NETADMIN_HELPER"
+	netAdminStageEnv = "FERRY_GATEWAY_NETADMIN_STAGE"
+)
 
 // TestGatewayAndRouteAgentNeedOnlyNetAdmin runs the gateway's and the route
 // agent's namespace work as they run in their containers: in the process's
 // own network namespace (a fresh one here), as root with NET_ADMIN and
 // NET_RAW only, without the CAP_SYS_ADMIN that entering a namespace
-// (setns) needs.
+// (setns) needs, and with /proc/sys read-only, as the container runtime
+// mounts it.
 func TestGatewayAndRouteAgentNeedOnlyNetAdmin(t *testing.T) {
 	netlab.Require(t)
 	out, err := runWithNetAdminOnly(t, netlab.Prefix()+"c")
@@ -45,47 +51,27 @@ func TestGatewayAndRouteAgentNeedOnlyNetAdmin(t *testing.T) {
 	}
 }
 
-// runWithNetAdminOnly runs TestNetAdminOnlyHelper in a new process, in a
-// new network namespace, whose capability bounding set (and so, root's
-// capabilities after exec) holds NET_ADMIN and NET_RAW only. The bounding
-// set is per thread: it is cut on a thread of its own, which starts and
-// waits for the child (Pdeathsig is per thread too) and then ends with its
-// goroutine, never unlocked.
+// runWithNetAdminOnly runs TestNetAdminOnlyHelper in a new process, in new
+// network and mount namespaces. Its first stage mounts /proc/sys
+// read-only, cuts its capability bounding set to NET_ADMIN and NET_RAW (on
+// its thread: the bounding set is per thread) and executes the test binary
+// again, which as root then has those two capabilities and no other.
 func runWithNetAdminOnly(t *testing.T, prefix string) ([]byte, error) {
 	t.Helper()
-	last, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lastCap, err := strconv.Atoi(strings.TrimSpace(string(last)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd := exec.Command("/proc/self/exe", "-test.run=^TestNetAdminOnlyHelper$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), netAdminEnv+"="+prefix, netAdminStageEnv+"=setup")
+	// Unsharing the mount namespace makes every mount private (Go does):
+	// nothing the child mounts reaches the test's namespace.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Unshareflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
 	type result struct {
 		out []byte
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		for c := 0; c <= lastCap; c++ {
-			if c == unix.CAP_NET_ADMIN || c == unix.CAP_NET_RAW || c == unix.CAP_SETPCAP {
-				continue
-			}
-			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-				done <- result{nil, fmt.Errorf("drop capability %d from the bounding set: %w", c, err)}
-				return
-			}
-		}
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SETPCAP, 0, 0, 0); err != nil {
-			done <- result{nil, fmt.Errorf("drop CAP_SETPCAP from the bounding set: %w", err)}
-			return
-		}
-		cmd := exec.Command("/proc/self/exe", "-test.run=^TestNetAdminOnlyHelper$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), netAdminEnv+"="+prefix)
-		// Still effective here (only the bounding set was cut): the new
-		// namespace is made by clone, before exec.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+		// Pdeathsig is per thread: the thread that starts the child waits.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		out, err := cmd.CombinedOutput()
 		done <- result{out, err}
 	}()
@@ -98,13 +84,56 @@ func runWithNetAdminOnly(t *testing.T, prefix string) ([]byte, error) {
 	}
 }
 
+// becomeContainer is the helper's first stage: /proc/sys read-only, then
+// the test binary again with NET_ADMIN and NET_RAW only.
+func becomeContainer(t *testing.T) {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		t.Fatalf("make mounts private: %v", err)
+	}
+	if err := unix.Mount("/proc/sys", "/proc/sys", "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		t.Fatalf("bind /proc/sys: %v", err)
+	}
+	if err := unix.Mount("", "/proc/sys", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatalf("mount /proc/sys read-only: %v", err)
+	}
+	last, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastCap, err := strconv.Atoi(strings.TrimSpace(string(last)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread() // never unlocked: this thread executes the next stage
+	for c := 0; c <= lastCap; c++ {
+		if c == unix.CAP_NET_ADMIN || c == unix.CAP_NET_RAW || c == unix.CAP_SETPCAP {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			t.Fatalf("drop capability %d from the bounding set: %v", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SETPCAP, 0, 0, 0); err != nil {
+		t.Fatalf("drop CAP_SETPCAP from the bounding set: %v", err)
+	}
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, netAdminStageEnv+"=") })
+	env = append(env, netAdminStageEnv+"=run")
+	err = syscall.Exec("/proc/self/exe", os.Args, env)
+	t.Fatalf("execute the next stage: %v", err)
+}
+
 // TestNetAdminOnlyHelper is not a test: runWithNetAdminOnly runs it in a
-// child with NET_ADMIN and NET_RAW only, where it installs a gateway's data
-// plane and a node's routes in its own namespace and removes them.
+// child with NET_ADMIN and NET_RAW only and a read-only /proc/sys, where it
+// installs a gateway's data plane and a node's routes in its own namespace
+// and removes them.
 func TestNetAdminOnlyHelper(t *testing.T) {
 	prefix := os.Getenv(netAdminEnv)
 	if prefix == "" {
 		t.Skip("only run by runWithNetAdminOnly")
+	}
+	if os.Getenv(netAdminStageEnv) == "setup" {
+		becomeContainer(t)
+		return
 	}
 	checkCapabilities(t)
 
@@ -180,8 +209,8 @@ func TestNetAdminOnlyHelper(t *testing.T) {
 }
 
 // checkCapabilities fails unless this process has NET_ADMIN and NET_RAW
-// and lacks SYS_ADMIN, and entering its own namespace fails for want of
-// it (the trap the gateway fell into).
+// and lacks SYS_ADMIN, entering its own namespace fails for want of it
+// (the trap the gateway fell into), and /proc/sys is read-only.
 func checkCapabilities(t *testing.T) {
 	t.Helper()
 	status, err := os.ReadFile("/proc/self/status")
@@ -208,5 +237,8 @@ func checkCapabilities(t *testing.T) {
 	defer own.Close()
 	if err := vnetns.Set(own); !errors.Is(err, unix.EPERM) {
 		t.Fatalf("setns into its own namespace without SYS_ADMIN: %v, want EPERM", err)
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1\n"), 0); !errors.Is(err, unix.EROFS) {
+		t.Fatalf("write to /proc/sys: %v, want EROFS (read-only, as in a container)", err)
 	}
 }

@@ -4,35 +4,44 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/ferry-io/ferry/fabric/netns"
 )
 
-// EnableForwarding lets ns forward between ferry's links: it sets
-// net.ipv4.ip_forward=1, net.ipv6.conf.all.forwarding=1 (where the
-// namespace has IPv6) and rp_filter=0 on "all" and on each of links. The
-// kernel applies the larger of "all" and a link's rp_filter to packets
-// arriving on the link, so links must name every link that packets of the
-// overlay arrive on with a source routed out elsewhere: on the gateway the
-// VXLAN device (pods' packets come in through it, their replies leave
-// through the pod interface), on a node the link replies from the gateway
-// come in through (their sources are routed into the VXLAN device).
+// EnableForwarding lets ns forward what arrives on links (ferry's links
+// that packets of the overlay arrive on with a source routed out
+// elsewhere: on the gateway the VXLAN device, whose pods' packets have
+// replies leaving through the pod interface, and the tunnel).
 //
-// The values are written to /proc/sys from a thread in ns: the kernel
-// resolves /proc/sys/net by the writing thread's network namespace, not by
-// the mount or the process. Values already right are not written again.
+// It works in a container, where /proc/sys is read-only and the process
+// has NET_ADMIN only:
 //
-// Turning IPv6 forwarding on makes the kernel ignore router advertisements
-// on links with accept_ra=1, which a node that configures itself by SLAAC
-// would notice; Kubernetes nodes with IPv6 pod networks forward already.
+//   - On each of links it sets IPv4 forwarding on and rp_filter off over
+//     rtnetlink (RTM_SETLINK, IFLA_INET_CONF), which needs NET_ADMIN and
+//     no /proc/sys. The kernel forwards a packet by the forwarding flag of
+//     the link it arrived on, so these are what the gateway needs.
+//   - net.ipv4.ip_forward (every link's flag at once) is set when it is 0
+//     and /proc/sys is writable; where it is read-only the links' own
+//     flags stand in for it. (A pod's namespace copies the node's IPv4
+//     settings, and Kubernetes nodes forward, so in a pod it is 1 already.)
+//   - net.ipv4.conf.all.rp_filter: the kernel applies the larger of "all"
+//     and a link's value, so "all" strict (1) would drop the overlay's
+//     packets whatever the link says: it is set to 0 when it is 1, and
+//     when /proc/sys is read-only that is an error naming the remedy. Loose
+//     (2) is kept: the overlay's sources are routable, so it passes them.
+//
+// /proc/sys is written from a thread in ns: the kernel resolves
+// /proc/sys/net by the writing thread's network namespace, not by the
+// mount or the process. Values already right are not written again.
+// IPv6 is not forwarded: the fabric carries IPv4 pod CIDRs only.
 func EnableForwarding(ns *netns.Namespace, links ...string) error {
 	if ns == nil {
 		return errors.New("enable forwarding: no network namespace given")
@@ -43,36 +52,73 @@ func EnableForwarding(ns *netns.Namespace, links ...string) error {
 		}
 	}
 	return ns.Do(func() error {
-		settings := []struct{ path, value string }{
-			{"net/ipv4/ip_forward", "1"},
-			{"net/ipv4/conf/all/rp_filter", "0"},
-		}
-		if _, err := os.Stat("/proc/sys/net/ipv6/conf/all/forwarding"); err == nil {
-			settings = append(settings, struct{ path, value string }{"net/ipv6/conf/all/forwarding", "1"})
-		}
 		for _, l := range links {
-			if _, err := os.Stat(filepath.Join("/proc/sys/net/ipv4/conf", l)); errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("enable forwarding: link %s: not in network namespace %s (or without IPv4)", l, ns)
-			}
-			settings = append(settings, struct{ path, value string }{filepath.Join("net/ipv4/conf", l, "rp_filter"), "0"})
-		}
-		for _, s := range settings {
-			if err := writeSysctl(s.path, s.value); err != nil {
+			if err := setLinkForwarding(l); err != nil {
 				return fmt.Errorf("enable forwarding in network namespace %s: %w", ns, err)
 			}
+		}
+		if err := writeSysctl("net/ipv4/ip_forward", "1", "1"); err != nil && !readOnly(err) {
+			return fmt.Errorf("enable forwarding in network namespace %s: %w", ns, err)
+		}
+		if err := writeSysctl("net/ipv4/conf/all/rp_filter", "0", "0", "2"); err != nil {
+			if readOnly(err) {
+				err = fmt.Errorf("%w: strict reverse-path filtering on all links drops the overlay's packets; "+
+					"a pod's namespace copies it from its node: set net.ipv4.conf.all.rp_filter to 0 or 2 on the nodes "+
+					"(or allow that unsafe sysctl on the kubelet and set it in the gateway pod's securityContext.sysctls)", err)
+			}
+			return fmt.Errorf("enable forwarding in network namespace %s: %w", ns, err)
 		}
 		return nil
 	})
 }
 
-// writeSysctl sets /proc/sys/<path> to value unless it has it already.
-func writeSysctl(path, value string) error {
+// IPv4 devconf attributes of IFLA_INET_CONF (linux/ip.h, IPV4_DEVCONF_*).
+const (
+	ipv4DevconfForwarding = 1
+	ipv4DevconfRPFilter   = 8
+)
+
+// setLinkForwarding turns IPv4 forwarding on and rp_filter off on link, in
+// the calling thread's namespace, over rtnetlink.
+func setLinkForwarding(name string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		var notFound netlink.LinkNotFoundError
+		if errors.As(err, &notFound) {
+			return fmt.Errorf("link %s: not in the network namespace", name)
+		}
+		return fmt.Errorf("link %s: %w", name, err)
+	}
+	req := nl.NewNetlinkRequest(unix.RTM_SETLINK, unix.NLM_F_ACK)
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Index = int32(l.Attrs().Index)
+	req.AddData(msg)
+	spec := nl.NewRtAttr(unix.IFLA_AF_SPEC, nil)
+	conf := spec.AddRtAttr(unix.AF_INET, nil).AddRtAttr(unix.IFLA_INET_CONF, nil)
+	conf.AddRtAttr(ipv4DevconfForwarding, nl.Uint32Attr(1))
+	conf.AddRtAttr(ipv4DevconfRPFilter, nl.Uint32Attr(0))
+	req.AddData(spec)
+	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
+		return fmt.Errorf("link %s: set forwarding=1 rp_filter=0: %w", name, err)
+	}
+	return nil
+}
+
+// readOnly reports whether err is a write refused because /proc/sys is
+// mounted read-only (as in a container) or not writable by this process.
+func readOnly(err error) bool {
+	return errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)
+}
+
+// writeSysctl sets /proc/sys/<path> to value unless it has one of ok
+// already.
+func writeSysctl(path, value string, ok ...string) error {
 	full := filepath.Join("/proc/sys", path)
 	old, err := os.ReadFile(full)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", full, err)
 	}
-	if string(bytes.TrimSpace(old)) == value {
+	if slices.Contains(ok, string(bytes.TrimSpace(old))) {
 		return nil
 	}
 	if err := os.WriteFile(full, []byte(value+"\n"), 0); err != nil {

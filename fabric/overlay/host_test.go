@@ -14,8 +14,8 @@ import (
 	"github.com/ferry-io/ferry/test/netlab"
 )
 
-// TestEnableForwarding proves that EnableForwarding sets forwarding and
-// rp_filter in the namespace it is given and nowhere else: the test's own
+// TestEnableForwarding proves that EnableForwarding sets IPv4 forwarding
+// and rp_filter in the namespace it is given and nowhere else: the test's own
 // namespace, which the calling goroutine's threads are in, keeps its
 // values, as does a link not named. /proc/sys/net resolves by the thread
 // that opens the file.
@@ -63,9 +63,10 @@ func TestEnableForwarding(t *testing.T) {
 	check("target", target, rpOf(spare), "2")
 	check("test's namespace", nil, fwd, "0")
 	check("test's namespace", nil, rpAll, "1")
+	check("target", target, "net/ipv4/conf/"+l+"/forwarding", "1")
 	if ipv6 {
-		check("target", target, fwd6, "1")
-		check("test's namespace", nil, fwd6, "0")
+		// IPv6 is not carried: left as it was.
+		check("target", target, fwd6, "0")
 	}
 
 	// Again: nothing to change, no error.
@@ -143,5 +144,47 @@ func TestUnderlayMTU(t *testing.T) {
 	expect(1300) // the route's own MTU, lower than its link's
 	if err := h.RouteDel(r1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLinkForwardingForwardsWithoutIPForward proves what EnableForwarding
+// relies on where /proc/sys is read-only (a container): with
+// net.ipv4.ip_forward 0, a router forwards what arrives on a link whose own
+// forwarding flag it set over rtnetlink, and nothing else.
+func TestLinkForwardingForwardsWithoutIPForward(t *testing.T) {
+	netlab.Require(t)
+	n := newNames()
+	a, r, b := netlab.Namespace(t, "a"), netlab.Namespace(t, "r"), netlab.Namespace(t, "b")
+	veth(t, a, n.Bed("a"), r, n.Link("ra"))
+	veth(t, r, n.Link("rb"), b, n.Bed("b"))
+	addAddr(t, a, n.Bed("a"), "192.0.2.2/24")
+	addAddr(t, r, n.Link("ra"), "192.0.2.1/24")
+	addAddr(t, r, n.Link("rb"), "198.51.100.1/24")
+	addAddr(t, b, n.Bed("b"), "198.51.100.2/24")
+	addRoute(t, a, "0.0.0.0/0", n.Bed("a"), "192.0.2.1", unix.RTPROT_BOOT)
+	addRoute(t, b, "0.0.0.0/0", n.Bed("b"), "198.51.100.1", unix.RTPROT_BOOT)
+	writeSysctlIn(t, r, "net/ipv4/ip_forward", "0")
+	echoServer(t, b, "198.51.100.2:7000")
+
+	if reachable(a, "198.51.100.2:7000") {
+		t.Fatal("reached b through a router that does not forward")
+	}
+	// Forwarding on the link requests arrive on only: the replies, arriving
+	// on the other, are still not forwarded.
+	do(t, r, func() error { return setLinkForwarding(n.Link("ra")) })
+	if reachable(a, "198.51.100.2:7000") {
+		t.Fatal("the replies were forwarded from a link without forwarding")
+	}
+	do(t, r, func() error { return setLinkForwarding(n.Link("rb")) })
+	if err := echo(a, "198.51.100.2:7000", 1<<16); err != nil {
+		t.Fatalf("with forwarding on both links: %v", err)
+	}
+	if got := readSysctl(t, r, "net/ipv4/ip_forward"); got != "0" {
+		t.Errorf("net.ipv4.ip_forward = %s, want it left 0", got)
+	}
+	for _, l := range []string{n.Link("ra"), n.Link("rb")} {
+		if got := readSysctl(t, r, "net/ipv4/conf/"+l+"/rp_filter"); got != "0" {
+			t.Errorf("%s: rp_filter = %s, want 0", l, got)
+		}
 	}
 }

@@ -34,8 +34,9 @@
 //
 // Every function takes the network namespace to work in and talks netlink
 // through a handle opened in it (Namespace.NetlinkHandle), so the calling
-// goroutine's own namespace does not matter; EnableForwarding writes
-// /proc/sys from a thread switched into the namespace (Namespace.Do).
+// goroutine's own namespace does not matter; EnableForwarding sets the
+// links' forwarding over rtnetlink and writes /proc/sys (where it may)
+// from a thread switched into the namespace (Namespace.Do).
 // Neither enters the namespace when it is the caller's own.
 package overlay
 
