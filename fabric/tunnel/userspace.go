@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
@@ -46,7 +47,7 @@ func openUserspace(ns *netns.Namespace, nl *netlink.Handle, name string, mtu int
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create TUN device: %w", err)
+		return nil, tunError(err)
 	}
 	tdev = &nsTUN{Device: tdev, ns: gate}
 
@@ -95,6 +96,19 @@ func openUserspace(ns *netns.Namespace, nl *netlink.Handle, name string, mtu int
 		return nil, fmt.Errorf("bring wireguard-go up: %w", err)
 	}
 	return u, nil
+}
+
+// tunError says what a container lacks when the TUN device cannot be made:
+// opening /dev/net/tun is refused by the container's device cgroup unless
+// its runtime allows c 10:200 (runc does by default, but for 1.2.0 to
+// 1.2.3), and making a device needs NET_ADMIN.
+func tunError(err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("create TUN device: %w (in a container: /dev/net/tun, c 10:200, must be allowed by its device cgroup, "+
+			"which runc's defaults do but for runc 1.2.0-1.2.3, and the process needs NET_ADMIN; "+
+			"or load the kernel's wireguard module on the node, which needs no TUN device)", err)
+	}
+	return fmt.Errorf("create TUN device: %w", err)
 }
 
 // serve answers UAPI requests (wgctrl's) until the listener is closed.
