@@ -60,9 +60,10 @@ func newInstallCommand() *cobra.Command {
 		Long: `install renders the ferry Helm chart embedded in ferryctl (no network needed)
 with the values given, detects what it can (the pod and Service CIDRs, a
 running cert-manager) for the values not given, and applies the objects by
-server-side apply in dependency order, waiting for the CRDs and then the
-workloads to be ready. Running it again applies the changes and removes what
-the new values no longer render; it changes nothing when nothing changed.
+server-side apply in dependency order, waiting for the CRDs and, once the
+admission webhooks are applied too (a webhook with self-managed certificates
+is ready only once they exist), the workloads to be ready. Running it again
+applies the changes and removes what the new values no longer render; it changes nothing when nothing changed.
 What it applied is listed in the ConfigMap ferry-system/ferry-install, which
 ferryctl uninstall reads.`,
 		Example: `  ferryctl install --cluster-id=rome
