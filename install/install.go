@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -404,8 +405,14 @@ func union(prev, cur *Inventory) *Inventory {
 
 // deleteAll deletes entries in order and waits until every one is gone.
 func (i *Installer) deleteAll(ctx context.Context, entries []Entry, timeout time.Duration) error {
+	return i.deleteAllPropagating(ctx, entries, timeout, metav1.DeletePropagationBackground)
+}
+
+// deleteAllPropagating is deleteAll with a propagation policy: Foreground
+// keeps an object until its dependents (a Deployment's pods) are gone.
+func (i *Installer) deleteAllPropagating(ctx context.Context, entries []Entry, timeout time.Duration, propagation metav1.DeletionPropagation) error {
 	for _, e := range entries {
-		err := i.Client.Delete(ctx, e.object(), client.PropagationPolicy("Background"))
+		err := i.Client.Delete(ctx, e.object(), client.PropagationPolicy(propagation))
 		if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
 			return fmt.Errorf("delete %s: %w", e, err)
 		}

@@ -273,7 +273,9 @@ func newUninstallCommand() *cobra.Command {
 		Long: `uninstall removes exactly the objects ferryctl install made, as listed in the
 ConfigMap ferry-system/ferry-install: first the admission configurations, then
 every object of ferry's CRDs (while its controllers still run to finalize
-them), then the rest, CRDs and the ferry-system namespace last. Objects that
+them), then the workloads (until their pods are gone, so that no controller
+makes objects again), then the objects of ferry's CRDs made again meanwhile,
+then the rest, CRDs and the ferry-system namespace last. Objects that
 were there before the install are left. It refuses while the cluster has
 peerings (ForeignClusters), unless --force, which deletes them first.`,
 		Args: cobra.NoArgs,
