@@ -66,15 +66,20 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (c
 	return ctrl.Result{RequeueAfter: time.Minute}, nil
 }
 
-// SetupWithManager registers the route agent.
+// SetupWithManager registers the route agent, and its readiness check
+// "reconcile": not ready while its last reconcile failed.
 func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Now == nil {
 		r.Now = time.Now
+	}
+	rec, err := withReadiness(mgr, r)
+	if err != nil {
+		return err
 	}
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{request} })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("route-agent").
 		WatchesRawSource(startNow()).
 		Watches(&ferryv1alpha1.NetworkConfig{}, all).
-		Complete(r)
+		Complete(rec)
 }

@@ -298,7 +298,8 @@ func sameTunnel(a, b *ferryv1alpha1.TunnelStatus) bool {
 }
 
 // SetupWithManager registers the gateway: one reconcile key, woken by any
-// NetworkConfig or key Secret change and every resync.
+// NetworkConfig or key Secret change and every resync; its readiness check
+// "reconcile" fails while the last reconcile failed.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Now == nil {
 		r.Now = time.Now
@@ -312,6 +313,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := registerCollector(r.metrics); err != nil {
 		return err
 	}
+	rec, err := withReadiness(mgr, r)
+	if err != nil {
+		return err
+	}
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{request} })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gateway").
@@ -321,7 +326,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Secret{}, all, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == ferryv1alpha1.SystemNamespace && o.GetName() == r.KeySecret
 		}))).
-		Complete(r)
+		Complete(rec)
 }
 
 // describeRanges is a short list of prefixes for logs.
