@@ -140,6 +140,14 @@ func TestImagesAreQualifiedAndTheVirtualKubeletImageFollows(t *testing.T) {
 			if !slices.Contains(c.Args, "--virtual-kubelet-image="+want.vk) {
 				t.Errorf("controller manager args %v, want --virtual-kubelet-image=%s", c.Args, want.vk)
 			}
+			// The virtual kubelets' Deployments, made by the controller
+			// manager, pull as the chart's do.
+			if !slices.Contains(c.Args, "--virtual-kubelet-image-pull-policy="+want.policy) {
+				t.Errorf("controller manager args %v, want --virtual-kubelet-image-pull-policy=%s", c.Args, want.policy)
+			}
+			if secret := slices.Contains(c.Args, "--virtual-kubelet-image-pull-secret=regcred"); secret != (name == "custom images") {
+				t.Errorf("controller manager args %v: --virtual-kubelet-image-pull-secret=regcred is there: %v, want %v", c.Args, secret, name == "custom images")
+			}
 			if img := deployment(t, objs, "ferry-scheduler").Spec.Template.Spec.Containers[0].Image; img != want.scheduler {
 				t.Errorf("scheduler image %s, want %s", img, want.scheduler)
 			}

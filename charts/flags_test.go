@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/ferry-io/ferry/api/grant"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -129,6 +130,12 @@ var flagValues = map[string]flagValue{
 			}
 			return imageParse("ghcr.io/ferry-io/ferry-virtual-kubelet:" + s)
 		}},
+	"images.pullPolicy": {flag: "--virtual-kubelet-image-pull-policy", good: []any{"Always", "IfNotPresent", "Never"}, bad: []any{"always", ""}},
+	// The items are objects: the schema's name pattern is the binary's
+	// check (validation.IsDNS1123Subdomain), as TestPullSecretNamesAreSecretNames shows.
+	"images.pullSecrets": {flag: "--virtual-kubelet-image-pull-secret", list: true,
+		good: []any{map[string]any{"name": "regcred"}, map[string]any{"name": "a.b-c"}, map[string]any{"name": strings.Repeat("a", 253)}},
+		bad:  []any{map[string]any{"name": "Not_A_Name"}, map[string]any{"name": ""}, map[string]any{}, map[string]any{"name": "-a"}, map[string]any{"name": strings.Repeat("a", 254)}}},
 	"images.virtualKubelet.repository": {flag: "--virtual-kubelet-image", good: []any{"ferry/virtual-kubelet", "vk", "a__b.c-d"},
 		bad:   []any{"", "Ferry", "ferry//vk", "/vk", "vk/", "vk:v1", "vk@sha256"},
 		parse: func(s string) error { return imageParse("ghcr.io/ferry-io/" + s + ":v0.1.0") }},
@@ -230,10 +237,10 @@ func TestEveryValueReachingAFlagIsCheckedAsStrictlyAsTheFlag(t *testing.T) {
 func TestValuesReachingFlagsAreCheckedByTheSchema(t *testing.T) {
 	for path, fv := range flagValues {
 		t.Run(path, func(t *testing.T) {
-			verdicts := map[any]error{} // the chart's, by example
+			verdicts := map[string]error{} // the chart's, by example (as printed: an example may be a map)
 			for i, ex := range fv.good {
 				objs, err := renderWorkloads(fv.values(path, ex))
-				verdicts[ex] = err
+				verdicts[fmt.Sprint(ex)] = err
 				if err != nil {
 					t.Errorf("good value %s=%q refused: %v", path, ex, err)
 					continue
@@ -248,7 +255,7 @@ func TestValuesReachingFlagsAreCheckedByTheSchema(t *testing.T) {
 			}
 			for _, ex := range fv.bad {
 				_, err := renderWorkloads(fv.values(path, ex))
-				verdicts[ex] = err
+				verdicts[fmt.Sprint(ex)] = err
 				if err == nil {
 					t.Errorf("bad value %s=%q renders", path, ex)
 				} else if !strings.Contains(err.Error(), pointer) && !strings.Contains(err.Error(), path) {
@@ -259,7 +266,7 @@ func TestValuesReachingFlagsAreCheckedByTheSchema(t *testing.T) {
 				return
 			}
 			for _, ex := range append(slices.Clone(fv.good), fv.bad...) {
-				chartErr := verdicts[ex]
+				chartErr := verdicts[fmt.Sprint(ex)]
 				parseErr := fv.parse(fmt.Sprint(ex))
 				if (chartErr == nil) != (parseErr == nil) {
 					t.Errorf("%s=%q: the chart says %v, the binary's parser says %v", path, ex, orOK(chartErr), orOK(parseErr))
@@ -545,4 +552,18 @@ func orOK(err error) string {
 		return "OK"
 	}
 	return err.Error()
+}
+
+// TestPullSecretNamesAreSecretNames holds the schema's pattern for
+// images.pullSecrets[].name to the controller manager's check of
+// --virtual-kubelet-image-pull-secret (validation.IsDNS1123Subdomain).
+func TestPullSecretNamesAreSecretNames(t *testing.T) {
+	names := []string{"regcred", "a", "0", "a.b-c", "a-b.c-d.e", strings.Repeat("a", 253), strings.Repeat("a", 254), "", "Not_A_Name", "-a", "a-", "a..b", ".a", "a.", "a_b", "A", "a b", "a.-b"}
+	for _, name := range names {
+		chartErr := validate(map[string]any{"clusterID": "c1", "images": map[string]any{"pullSecrets": []any{map[string]any{"name": name}}}})
+		binaryErrs := validation.IsDNS1123Subdomain(name)
+		if (chartErr == nil) != (len(binaryErrs) == 0) {
+			t.Errorf("images.pullSecrets[0].name=%q: the schema says %v, the controller manager says %v", name, orOK(chartErr), binaryErrs)
+		}
+	}
 }

@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,9 +45,11 @@ type Installer struct {
 type Options struct {
 	// Version is recorded in the inventory.
 	Version string
-	// Wait waits for the CRDs to be established and the workloads ready,
-	// each step for at most Timeout. CRDs are always waited for: the
-	// objects after them may be of their kinds.
+	// Wait waits for the workloads to be ready, for at most Timeout, once
+	// every object is applied (admission configurations included: a
+	// webhook may become ready only once its configurations exist). CRDs
+	// are always waited for, right after they are applied: the objects
+	// after them may be of their kinds.
 	Wait    bool
 	Timeout time.Duration
 }
@@ -91,6 +97,10 @@ func (i *Installer) Install(ctx context.Context, objs []*unstructured.Unstructur
 		}
 	}
 	recorded := false
+	// The workloads are waited for once everything is applied: a webhook
+	// with self-managed certificates becomes ready only once it has put
+	// its CA bundle into the webhook configurations, applied after it.
+	var waitWorkloads []*unstructured.Unstructured
 	for s := range nSteps {
 		if len(planned[s]) == 0 {
 			continue
@@ -126,17 +136,28 @@ func (i *Installer) Install(ctx context.Context, objs []*unstructured.Unstructur
 		res.Created += created
 		res.Changed += changed
 		line := fmt.Sprintf("  ✓ %-26s %3d applied (%d created, %d changed)", step(s), len(planned[s]), created, changed)
-		if waited(step(s)) && (opts.Wait || step(s) == stepCRDs) {
+		switch {
+		case step(s) == stepCRDs:
+			// Always: the objects after them may be of their kinds.
 			if err := i.waitReady(ctx, steps[s], opts.Timeout); err != nil {
 				i.printf("%s\n", line)
 				return res, fmt.Errorf("%s: %w", step(s), err)
 			}
 			line += ", ready"
+		case step(s) == stepWorkloads && opts.Wait:
+			waitWorkloads = steps[s]
 		}
 		i.printf("%s in %s\n", line, time.Since(start).Round(100*time.Millisecond))
 		for _, c := range changes {
 			i.printf("      changed: %s\n", c)
 		}
+	}
+	if len(waitWorkloads) > 0 {
+		start := time.Now()
+		if err := i.waitReady(ctx, waitWorkloads, opts.Timeout); err != nil {
+			return res, fmt.Errorf("%s: %w", stepWorkloads, err)
+		}
+		i.printf("  ✓ %-26s %3d ready in %s\n", stepWorkloads, len(waitWorkloads), time.Since(start).Round(100*time.Millisecond))
 	}
 	pruned, err := i.prune(ctx, prev, inv, opts.Timeout)
 	res.Pruned = pruned
@@ -228,35 +249,122 @@ func content(o *unstructured.Unstructured) string {
 	return string(raw)
 }
 
-// waitReady polls objs until kstatus says each is Current.
+// waitReady polls objs until kstatus says each is Current. On timeout the
+// error names each object not ready with what it was last seen waiting for:
+// its kstatus status and message, its conditions, and for a workload its
+// pods that are not ready and why. A read that fails (the API server busy,
+// the client's rate limit near the deadline) keeps what was last seen.
 func (i *Installer) waitReady(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) error {
-	pending := map[string]string{}
+	last := map[string]string{}
+	var pending []string
 	err := wait.PollUntilContextTimeout(ctx, i.poll(), timeout, true, func(ctx context.Context) (bool, error) {
-		clear(pending)
+		pending = pending[:0]
 		for _, o := range objs {
+			name := entryOf(o, false).String()
 			cur := o.DeepCopy()
 			if err := i.Client.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
-				pending[entryOf(o, false).String()] = err.Error()
+				if _, seen := last[name]; !seen || apierrors.IsNotFound(err) {
+					last[name] = "not read: " + err.Error()
+				}
+				pending = append(pending, name)
 				continue
 			}
 			r, err := status.Compute(cur)
 			if err != nil {
-				return false, fmt.Errorf("status of %s: %w", entryOf(o, false), err)
+				return false, fmt.Errorf("status of %s: %w", name, err)
 			}
 			if r.Status != status.CurrentStatus {
-				pending[entryOf(o, false).String()] = fmt.Sprintf("%s: %s", r.Status, r.Message)
+				last[name] = i.notReady(ctx, cur, r)
+				pending = append(pending, name)
 			}
 		}
 		return len(pending) == 0, nil
 	})
 	if err != nil && len(pending) > 0 {
-		var msg string
-		for k, v := range pending {
-			msg += fmt.Sprintf("; %s %s", k, v)
+		var msg strings.Builder
+		for _, name := range pending {
+			fmt.Fprintf(&msg, "; %s: %s", name, last[name])
 		}
-		return fmt.Errorf("not ready after %s%s", timeout, msg)
+		return fmt.Errorf("not ready after %s%s", timeout, msg.String())
 	}
 	return err
+}
+
+// notReady says what o, not Current, waits for: its kstatus status and
+// message, its conditions (type=status, reason), and for a workload its
+// pods that are not ready with the reason (a failing readiness probe shows
+// as ContainersNotReady; a crash as the container's waiting reason).
+func (i *Installer) notReady(ctx context.Context, o *unstructured.Unstructured, r *status.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", r.Status)
+	if r.Message != "" {
+		fmt.Fprintf(&b, " (%s)", r.Message)
+	}
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	var cs []string
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		s := fmt.Sprintf("%v=%v", m["type"], m["status"])
+		if reason, _ := m["reason"].(string); reason != "" {
+			s += " " + reason
+		}
+		cs = append(cs, s)
+	}
+	if len(cs) > 0 {
+		fmt.Fprintf(&b, ", conditions %s", strings.Join(cs, ", "))
+	}
+	if pods := i.podsNotReady(ctx, o); len(pods) > 0 {
+		fmt.Fprintf(&b, ", pods not ready: %s", strings.Join(pods, "; "))
+	}
+	return b.String()
+}
+
+// podsNotReady lists the pods of a workload (its spec.selector.matchLabels)
+// whose Ready condition is not True, with the condition's reason and
+// message and the waiting reasons of their containers; nothing for other
+// kinds or when the pods cannot be read.
+func (i *Installer) podsNotReady(ctx context.Context, o *unstructured.Unstructured) []string {
+	switch o.GroupVersionKind().GroupKind() {
+	case schema.GroupKind{Group: "apps", Kind: "Deployment"}, schema.GroupKind{Group: "apps", Kind: "DaemonSet"}, schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
+	default:
+		return nil
+	}
+	sel, found, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+	if !found || len(sel) == 0 {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := i.Client.List(ctx, &pods, client.InNamespace(o.GetNamespace()), client.MatchingLabels(sel)); err != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range pods.Items {
+		ready := corev1.ConditionUnknown
+		var why string
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				ready = c.Status
+				why = strings.TrimSpace(c.Reason + " " + c.Message)
+			}
+		}
+		if ready == corev1.ConditionTrue {
+			continue
+		}
+		s := fmt.Sprintf("%s %s, Ready=%s", p.Name, p.Status.Phase, ready)
+		if why != "" {
+			s += " " + why
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil {
+				s += fmt.Sprintf(", container %s waiting: %s", cs.Name, strings.TrimSpace(w.Reason+" "+w.Message))
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // prune deletes what the previous install created and this one does not
@@ -297,8 +405,14 @@ func union(prev, cur *Inventory) *Inventory {
 
 // deleteAll deletes entries in order and waits until every one is gone.
 func (i *Installer) deleteAll(ctx context.Context, entries []Entry, timeout time.Duration) error {
+	return i.deleteAllPropagating(ctx, entries, timeout, metav1.DeletePropagationBackground)
+}
+
+// deleteAllPropagating is deleteAll with a propagation policy: Foreground
+// keeps an object until its dependents (a Deployment's pods) are gone.
+func (i *Installer) deleteAllPropagating(ctx context.Context, entries []Entry, timeout time.Duration, propagation metav1.DeletionPropagation) error {
 	for _, e := range entries {
-		err := i.Client.Delete(ctx, e.object(), client.PropagationPolicy("Background"))
+		err := i.Client.Delete(ctx, e.object(), client.PropagationPolicy(propagation))
 		if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
 			return fmt.Errorf("delete %s: %w", e, err)
 		}

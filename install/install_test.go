@@ -5,12 +5,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -222,5 +225,117 @@ func TestInstallUninstall(t *testing.T) {
 	t.Log(out.String())
 	if _, err := in.Uninstall(ctx, UninstallOptions{Timeout: time.Second}); !errors.Is(err, ErrNotInstalled) {
 		t.Errorf("second uninstall = %v, want ErrNotInstalled", err)
+	}
+}
+
+// TestUninstallStopsTheControllersBeforeWhatTheyMake: a controller that
+// makes an object of the install's CRDs again as soon as it is deleted (as
+// the controller manager does its local NetworkConfig) runs as long as the
+// install's Deployment has pods; uninstall stops it (the Deployment's pods
+// gone) and then deletes what it made, without --force.
+func TestUninstallStopsTheControllersBeforeWhatTheyMake(t *testing.T) {
+	testbed.RequireBinaries(t)
+	ctx := t.Context()
+	c, err := testbed.Start(ctx, testbed.Options{Name: "uninstall", ControllerManager: true, Scheduler: true, Kwok: true,
+		Nodes: []testbed.NodePool{{Name: "node", Count: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	cl, err := client.New(c.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "ferry-uninstall-test"
+	objs := fixture(t, ns)
+	var out bytes.Buffer
+	in := &Installer{Client: cl, Out: &out, Namespace: ns, Poll: 200 * time.Millisecond}
+	if _, err := in.Install(ctx, objs, Options{Version: "v0.0.0-test", Wait: true, Timeout: 2 * time.Minute}); err != nil {
+		t.Fatalf("install: %v\n%s", err, out.String())
+	}
+
+	// The controller, while a pod of the Deployment exists: the Widget
+	// local always exists (as the local NetworkConfig does), and a Widget
+	// being deleted loses the controller's finalizer half a second later
+	// (as a peering is finalized), long enough for a poll to see local
+	// made again.
+	const finalizer = "install.test/controller"
+	peer := &unstructured.Unstructured{}
+	peer.SetAPIVersion("install.test/v1")
+	peer.SetKind("Widget")
+	peer.SetNamespace(ns)
+	peer.SetName("peer")
+	peer.SetFinalizers([]string{finalizer})
+	if err := cl.Create(ctx, peer); err != nil {
+		t.Fatal(err)
+	}
+	made := 0
+	stop := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		deleting := map[string]time.Time{}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			var pods corev1.PodList
+			if err := cl.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": "app"}); err != nil || len(pods.Items) == 0 {
+				continue
+			}
+			widgets := &unstructured.UnstructuredList{}
+			widgets.SetAPIVersion("install.test/v1")
+			widgets.SetKind("WidgetList")
+			if err := cl.List(ctx, widgets, client.InNamespace(ns)); err != nil {
+				continue
+			}
+			local := false
+			for _, w := range widgets.Items {
+				local = local || w.GetName() == "local"
+				if w.GetDeletionTimestamp() == nil || !slices.Contains(w.GetFinalizers(), finalizer) {
+					continue
+				}
+				if _, ok := deleting[w.GetName()]; !ok {
+					deleting[w.GetName()] = time.Now()
+				}
+				if time.Since(deleting[w.GetName()]) > 500*time.Millisecond {
+					_ = cl.Patch(ctx, &w, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+				}
+			}
+			if !local {
+				w := &unstructured.Unstructured{}
+				w.SetAPIVersion("install.test/v1")
+				w.SetKind("Widget")
+				w.SetNamespace(ns)
+				w.SetName("local")
+				if err := cl.Create(ctx, w); err == nil {
+					made++
+				}
+			}
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !exists(t, cl, "install.test/v1", "Widget", ns, "local") {
+		if time.Now().After(deadline) {
+			t.Fatal("the test's controller made no Widget: the Deployment has no pods")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	out.Reset()
+	_, err = in.Uninstall(ctx, UninstallOptions{Timeout: 30 * time.Second})
+	close(stop)
+	<-stopped
+	if err != nil {
+		t.Fatalf("uninstall (controller made local %d times): %v\n%s", made, err, out.String())
+	}
+	t.Logf("the controller made the Widget %d times\n%s", made, out.String())
+	if made < 2 {
+		t.Errorf("the controller made the Widget %d times: uninstall deleted it only once the controller had stopped, the test proves nothing", made)
+	}
+	if exists(t, cl, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets.install.test") {
+		t.Error("the Widget CRD is left")
 	}
 }

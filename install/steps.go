@@ -47,11 +47,6 @@ func stepOf(gvk schema.GroupKind) step {
 	return stepConfig
 }
 
-// waited says whether the install waits for objects of this kind to be
-// ready (kstatus Current): the CRDs before anything that may use them, and
-// the workloads at the end.
-func waited(s step) bool { return s == stepCRDs || s == stepWorkloads }
-
 // bySteps groups objects by step, keeping their order within a step.
 func bySteps(objs []*unstructured.Unstructured) [nSteps][]*unstructured.Unstructured {
 	var out [nSteps][]*unstructured.Unstructured

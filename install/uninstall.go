@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,9 +41,12 @@ var ErrNotInstalled = errors.New("no ferryctl install found")
 // Uninstall removes exactly what install made, as its inventory lists:
 // first the admission configurations (so that nothing refuses what
 // follows), then every object of ferry's CRDs while the controllers still
-// run to finalize them, then the rest in the reverse of the apply order,
-// CRDs and Namespaces last. Objects the install found already there are
-// left. It refuses while ForeignClusters exist, unless opts.Force.
+// run to finalize them, then the workloads, waiting until their pods are
+// gone (foreground deletion), so that no controller runs any more; then the
+// objects of ferry's CRDs the controllers made again meanwhile (the local
+// NetworkConfig), then the rest in the reverse of the apply order, CRDs and
+// Namespaces last. Objects the install found already there are left. It
+// refuses while ForeignClusters exist, unless opts.Force.
 func (i *Installer) Uninstall(ctx context.Context, opts UninstallOptions) (removed int, err error) {
 	if opts.Timeout <= 0 {
 		return 0, errors.New("uninstall: the timeout must be positive")
@@ -82,12 +86,15 @@ func (i *Installer) Uninstall(ctx context.Context, opts UninstallOptions) (remov
 		return 0, nil
 	}
 
-	var admission, rest []Entry
+	var admission, workloads, rest []Entry
 	for _, e := range mine {
 		gv, _ := schema.ParseGroupVersion(e.APIVersion)
-		if stepOf(schema.GroupKind{Group: gv.Group, Kind: e.Kind}) == stepAdmission {
+		switch stepOf(schema.GroupKind{Group: gv.Group, Kind: e.Kind}) {
+		case stepAdmission:
 			admission = append(admission, e)
-		} else {
+		case stepWorkloads:
+			workloads = append(workloads, e)
+		default:
 			rest = append(rest, e)
 		}
 	}
@@ -96,17 +103,42 @@ func (i *Installer) Uninstall(ctx context.Context, opts UninstallOptions) (remov
 		return 0, fmt.Errorf("admission: %w", err)
 	}
 	i.printf("  ✓ %-26s %3d deleted in %s\n", stepAdmission, len(admission), time.Since(start).Round(100*time.Millisecond))
+	removed = len(admission)
 
-	start = time.Now()
-	n, err := i.deleteCustomResources(ctx, inv, opts)
+	kinds, err := i.customKinds(ctx, inv)
 	if err != nil {
-		return len(admission), err
+		return removed, err
+	}
+	start = time.Now()
+	n, err := i.deleteCustomResources(ctx, kinds, opts)
+	if err != nil {
+		return removed, err
 	}
 	i.printf("  ✓ %-26s %3d deleted (ferry's objects, finalized by its controllers) in %s\n", "custom resources", n, time.Since(start).Round(100*time.Millisecond))
 
+	// The controllers go before what they own: one still running makes
+	// again what is deleted (the controller manager its local
+	// NetworkConfig, within a second). Foreground: the Deployment is gone
+	// only once its pods are.
+	start = time.Now()
+	if err := i.deleteAllPropagating(ctx, workloads, opts.Timeout, metav1.DeletePropagationForeground); err != nil {
+		return removed, fmt.Errorf("%s: %w", stepWorkloads, err)
+	}
+	removed += len(workloads)
+	i.printf("  ✓ %-26s %3d deleted (their pods gone) in %s\n", stepWorkloads, len(workloads), time.Since(start).Round(100*time.Millisecond))
+
+	start = time.Now()
+	n, err = i.deleteCustomResources(ctx, kinds, opts)
+	if err != nil {
+		return removed, fmt.Errorf("after the workloads: %w", err)
+	}
+	if n > 0 {
+		i.printf("  ✓ %-26s %3d deleted (made again by the controllers before they stopped) in %s\n", "custom resources", n, time.Since(start).Round(100*time.Millisecond))
+	}
+
 	start = time.Now()
 	if err := i.deleteAll(ctx, rest, opts.Timeout); err != nil {
-		return len(admission), err
+		return removed, err
 	}
 	i.printf("  ✓ %-26s %3d deleted in %s\n", "the rest", len(rest), time.Since(start).Round(100*time.Millisecond))
 	// The inventory goes with its namespace when the install made it;
@@ -118,11 +150,8 @@ func (i *Installer) Uninstall(ctx context.Context, opts UninstallOptions) (remov
 	return len(mine), nil
 }
 
-// deleteCustomResources deletes every object of the CRDs the install made,
-// in all namespaces, and waits for them to go while the controllers
-// finalize them. With opts.Force, finalizers still there after the timeout
-// are removed; without, that is an error naming the objects.
-func (i *Installer) deleteCustomResources(ctx context.Context, inv *Inventory, opts UninstallOptions) (int, error) {
+// customKinds are the kinds of the CRDs the install made.
+func (i *Installer) customKinds(ctx context.Context, inv *Inventory) ([]schema.GroupVersionKind, error) {
 	var kinds []schema.GroupVersionKind
 	for _, e := range inv.Entries {
 		if !e.Created || e.Kind != "CustomResourceDefinition" || !strings.HasPrefix(e.APIVersion, "apiextensions.k8s.io/") {
@@ -133,12 +162,23 @@ func (i *Installer) deleteCustomResources(ctx context.Context, inv *Inventory, o
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return 0, fmt.Errorf("read %s: %w", e, err)
+			return nil, fmt.Errorf("read %s: %w", e, err)
 		}
 		if gvk, ok := storedKind(crd); ok {
 			kinds = append(kinds, gvk)
 		}
 	}
+	return kinds, nil
+}
+
+// deleteCustomResources deletes every object of kinds, in all namespaces,
+// and waits for them to go while the controllers finalize them. An object
+// made again under the same name (another UID) counts as gone: a
+// controller still running made it, and the second pass, once the
+// workloads are gone, deletes it. With opts.Force, finalizers still there
+// after the timeout are removed; without, that is an error naming the
+// objects.
+func (i *Installer) deleteCustomResources(ctx context.Context, kinds []schema.GroupVersionKind, opts UninstallOptions) (int, error) {
 	var all []*unstructured.Unstructured
 	for _, gvk := range kinds {
 		objs, err := i.listCustom(ctx, gvk)
@@ -158,7 +198,11 @@ func (i *Installer) deleteCustomResources(ctx context.Context, inv *Inventory, o
 		for _, o := range all {
 			cur := o.DeepCopy()
 			err := i.Client.Get(ctx, client.ObjectKeyFromObject(o), cur)
-			if !apierrors.IsNotFound(err) {
+			switch {
+			case apierrors.IsNotFound(err):
+			case err == nil && cur.GetUID() != o.GetUID():
+				// Made again by a controller: gone from this pass.
+			default:
 				// Still there, or not read (asked again).
 				left = append(left, cur)
 			}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,7 +33,8 @@ import (
 
 type flags struct {
 	kubeconfig, clusterID, vkMode, vkImage, vkBinary, vkLogDir string
-	vkArgs                                                     []string
+	vkPullPolicy                                               string
+	vkArgs, vkPullSecrets                                      []string
 	qps                                                        float32
 	burst                                                      int
 	opts                                                       controllermanager.Options
@@ -65,6 +68,8 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	fs.StringToStringVar(&f.opts.ClusterLabels, "cluster-labels", nil, "labels suggested for the virtual nodes standing for this cluster, e.g. ferry.io/provider=acme (region and zone come from the nodes)")
 	fs.StringVar(&f.vkMode, "virtual-kubelet-mode", "deployment", "how virtual kubelets run: deployment (one per virtual node, in its namespace) or process (local processes, for the demo)")
 	fs.StringVar(&f.vkImage, "virtual-kubelet-image", "", "ferry-virtual-kubelet image (deployment mode; needed only when this cluster consumes a provider)")
+	fs.StringVar(&f.vkPullPolicy, "virtual-kubelet-image-pull-policy", string(corev1.PullIfNotPresent), "pull policy of --virtual-kubelet-image: Always, IfNotPresent or Never (deployment mode)")
+	fs.StringArrayVar(&f.vkPullSecrets, "virtual-kubelet-image-pull-secret", nil, "Secret, in the virtual node's namespace (ferry-system), with the registry credentials for --virtual-kubelet-image (repeatable; deployment mode)")
 	fs.StringVar(&f.vkBinary, "virtual-kubelet-binary", "ferry-virtual-kubelet", "ferry-virtual-kubelet executable (process mode)")
 	fs.StringVar(&f.vkLogDir, "virtual-kubelet-log-dir", os.TempDir(), "folder for the virtual kubelets' logs (process mode)")
 	fs.StringArrayVar(&f.vkArgs, "virtual-kubelet-arg", nil, "extra flag for every virtual kubelet, e.g. --virtual-kubelet-arg=--health-check-period=5s (repeatable; one flag each, commas included)")
@@ -120,6 +125,16 @@ func newLauncher(f flags, cfg *rest.Config) (peering.VirtualKubeletLauncher, err
 	case "process":
 		return &peering.ProcessLauncher{Binary: f.vkBinary, Kubeconfig: f.kubeconfig, LogDir: f.vkLogDir, ExtraArgs: f.vkArgs}, nil
 	case "deployment":
+		switch corev1.PullPolicy(f.vkPullPolicy) {
+		case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		default:
+			return nil, fmt.Errorf("--virtual-kubelet-image-pull-policy %q: must be Always, IfNotPresent or Never", f.vkPullPolicy)
+		}
+		for _, name := range f.vkPullSecrets {
+			if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+				return nil, fmt.Errorf("--virtual-kubelet-image-pull-secret %q: %s", name, strings.Join(errs, "; "))
+			}
+		}
 		if f.vkImage == "" {
 			klog.InfoS("No --virtual-kubelet-image: this cluster can provide to peers; consuming a provider fails until the manager is restarted with one")
 		}
@@ -127,7 +142,8 @@ func newLauncher(f flags, cfg *rest.Config) (peering.VirtualKubeletLauncher, err
 		if err != nil {
 			return nil, fmt.Errorf("build client: %w", err)
 		}
-		return &peering.DeploymentLauncher{Client: c, Image: f.vkImage, ExtraArgs: f.vkArgs}, nil
+		return &peering.DeploymentLauncher{Client: c, Image: f.vkImage, ExtraArgs: f.vkArgs,
+			PullPolicy: corev1.PullPolicy(f.vkPullPolicy), PullSecrets: f.vkPullSecrets}, nil
 	default:
 		return nil, fmt.Errorf("--virtual-kubelet-mode %q: must be one of %s", f.vkMode, strings.Join([]string{"deployment", "process"}, ", "))
 	}

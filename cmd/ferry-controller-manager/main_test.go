@@ -41,3 +41,32 @@ func TestVirtualKubeletArgKeepsCommas(t *testing.T) {
 		t.Errorf("virtual kubelet args %q, want %q", f.vkArgs, want)
 	}
 }
+
+// The virtual kubelets' pull policy and secrets reach the launcher (the
+// chart passes images.pullPolicy and images.pullSecrets); bad ones are
+// refused, naming the flag.
+func TestVirtualKubeletPullPolicyAndSecrets(t *testing.T) {
+	var f flags
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse([]string{"--virtual-kubelet-image=registry.example.com/ferry-virtual-kubelet:v1",
+		"--virtual-kubelet-image-pull-policy=Always", "--virtual-kubelet-image-pull-secret=regcred", "--virtual-kubelet-image-pull-secret=other"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := newLauncher(f, &rest.Config{Host: "https://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := l.(*peering.DeploymentLauncher)
+	if d.PullPolicy != "Always" || !slices.Equal(d.PullSecrets, []string{"regcred", "other"}) {
+		t.Errorf("launcher pull policy %q, secrets %v; want Always, [regcred other]", d.PullPolicy, d.PullSecrets)
+	}
+	for flag, bad := range map[string]flags{
+		"--virtual-kubelet-image-pull-policy": {vkMode: "deployment", vkPullPolicy: "Sometimes"},
+		"--virtual-kubelet-image-pull-secret": {vkMode: "deployment", vkPullSecrets: []string{"Not_A_Name"}},
+	} {
+		if _, err := newLauncher(bad, &rest.Config{Host: "https://127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("newLauncher(%+v) = %v, want an error naming %s", bad, err, flag)
+		}
+	}
+}

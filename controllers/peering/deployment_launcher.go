@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,7 +30,16 @@ type DeploymentLauncher struct {
 	Image string
 	// ExtraArgs are appended to every virtual kubelet's flags.
 	ExtraArgs []string
+	// PullPolicy of the image (IfNotPresent when empty).
+	PullPolicy corev1.PullPolicy
+	// PullSecrets name Secrets, in the VirtualNode's namespace, holding
+	// the registry credentials for Image (the chart's images.pullSecrets).
+	PullSecrets []string
 }
+
+// kubeletAPIPort is where the virtual kubelet serves the kubelet API, and
+// /healthz (HTTPS, without authentication, as a kubelet does).
+const kubeletAPIPort = 10250
 
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 
@@ -54,29 +64,7 @@ func (l *DeploymentLauncher) Ensure(ctx context.Context, vnKey types.NamespacedN
 			// One at a time: two virtual kubelets must never serve one node.
 			d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
 			d.Spec.Template.Labels = labels
-			// Its own identity (VirtualKubeletIdentity), made by the peering
-			// controller before it launches the virtual kubelet.
-			d.Spec.Template.Spec.ServiceAccountName = VirtualKubeletIdentity(vnKey.Name)
-			d.Spec.Template.Spec.Containers = []corev1.Container{{
-				Name:  "virtual-kubelet",
-				Image: l.Image,
-				Args: append([]string{
-					"--virtual-node-namespace=" + vnKey.Namespace,
-					"--virtual-node-name=" + vnKey.Name,
-					// The API server reaches the kubelet API at the pod's IP.
-					"--node-ip=$(POD_IP)",
-				}, l.ExtraArgs...),
-				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
-					FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}}},
-				Ports: []corev1.ContainerPort{{Name: "kubelet-api", ContainerPort: 10250, Protocol: corev1.ProtocolTCP}},
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
-				}},
-				SecurityContext: &corev1.SecurityContext{
-					RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-			}}
+			l.podSpec(&d.Spec.Template.Spec, vnKey)
 			return controllerutil.SetControllerReference(&vn, d, l.Scheme())
 		})
 		return err
@@ -85,6 +73,60 @@ func (l *DeploymentLauncher) Ensure(ctx context.Context, vnKey types.NamespacedN
 		return fmt.Errorf("ensure virtual kubelet Deployment %s/%s: %w", d.Namespace, d.Name, err)
 	}
 	return nil
+}
+
+// podSpec fills the virtual kubelet's pod spec: its own identity, the
+// image with its pull policy and secrets, probes on the kubelet API's
+// /healthz, requests, and a securityContext PodSecurity restricted admits.
+func (l *DeploymentLauncher) podSpec(spec *corev1.PodSpec, vnKey types.NamespacedName) {
+	// Its own identity (VirtualKubeletIdentity), made by the peering
+	// controller before it launches the virtual kubelet.
+	spec.ServiceAccountName = VirtualKubeletIdentity(vnKey.Name)
+	spec.ImagePullSecrets = nil
+	for _, name := range l.PullSecrets {
+		spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
+	}
+	if spec.SecurityContext == nil {
+		spec.SecurityContext = &corev1.PodSecurityContext{}
+	}
+	spec.SecurityContext.RunAsNonRoot = ptr.To(true)
+	spec.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	policy := l.PullPolicy
+	if policy == "" {
+		policy = corev1.PullIfNotPresent
+	}
+	// Ready once the kubelet API serves /healthz over HTTPS (it has its
+	// serving certificate, so logs and exec work). Alive while its
+	// listener accepts: a serving certificate that is never issued must not
+	// restart a virtual kubelet that otherwise serves its node and pods.
+	readiness := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+		Path: "/healthz", Port: intstr.FromString("kubelet-api"), Scheme: corev1.URISchemeHTTPS}}}
+	liveness := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
+		Port: intstr.FromString("kubelet-api")}}, PeriodSeconds: 10, FailureThreshold: 6}
+	spec.Containers = []corev1.Container{{
+		Name:            "virtual-kubelet",
+		Image:           l.Image,
+		ImagePullPolicy: policy,
+		Args: append([]string{
+			"--virtual-node-namespace=" + vnKey.Namespace,
+			"--virtual-node-name=" + vnKey.Name,
+			// The API server reaches the kubelet API at the pod's IP.
+			"--node-ip=$(POD_IP)",
+		}, l.ExtraArgs...),
+		Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}}},
+		Ports:          []corev1.ContainerPort{{Name: "kubelet-api", ContainerPort: kubeletAPIPort, Protocol: corev1.ProtocolTCP}},
+		ReadinessProbe: readiness,
+		LivenessProbe:  liveness,
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
+		}},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}}
 }
 
 // annotationRestartedAt, on a virtual kubelet Deployment's pod template,

@@ -60,9 +60,10 @@ func newInstallCommand() *cobra.Command {
 		Long: `install renders the ferry Helm chart embedded in ferryctl (no network needed)
 with the values given, detects what it can (the pod and Service CIDRs, a
 running cert-manager) for the values not given, and applies the objects by
-server-side apply in dependency order, waiting for the CRDs and then the
-workloads to be ready. Running it again applies the changes and removes what
-the new values no longer render; it changes nothing when nothing changed.
+server-side apply in dependency order, waiting for the CRDs and, once the
+admission webhooks are applied too (a webhook with self-managed certificates
+is ready only once they exist), the workloads to be ready. Running it again
+applies the changes and removes what the new values no longer render; it changes nothing when nothing changed.
 What it applied is listed in the ConfigMap ferry-system/ferry-install, which
 ferryctl uninstall reads.`,
 		Example: `  ferryctl install --cluster-id=rome
@@ -272,7 +273,9 @@ func newUninstallCommand() *cobra.Command {
 		Long: `uninstall removes exactly the objects ferryctl install made, as listed in the
 ConfigMap ferry-system/ferry-install: first the admission configurations, then
 every object of ferry's CRDs (while its controllers still run to finalize
-them), then the rest, CRDs and the ferry-system namespace last. Objects that
+them), then the workloads (until their pods are gone, so that no controller
+makes objects again), then the objects of ferry's CRDs made again meanwhile,
+then the rest, CRDs and the ferry-system namespace last. Objects that
 were there before the install are left. It refuses while the cluster has
 peerings (ForeignClusters), unless --force, which deletes them first.`,
 		Args: cobra.NoArgs,
