@@ -88,8 +88,12 @@ demo-down: ## Stop what make demo started (only its own processes; DEMO_FLAGS='-
 	@if [ -x bin/ferry-demo ]; then bin/ferry-demo down $(DEMO_FLAGS); else $(GO) run ./test/cmd/demo down $(DEMO_FLAGS); fi
 
 .PHONY: testbed
-testbed: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok into the cache (no-op when present).
+testbed: node-packages ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and, for real nodes, kubelet, kube-proxy, agnhost and coredns into the cache (no-op when present).
 	$(GO) run ./test/cmd/testbed
+
+.PHONY: node-packages
+node-packages: ## Install what the test bed's real nodes need from Debian when missing (root, apt-get): containerd, runc, containernetworking-plugins, iptables, conntrack.
+	hack/install-node-packages.sh
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code, CRD manifests (api/), RBAC roles (controllers' markers) and the Helm chart's templates (from manifests/).
