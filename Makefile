@@ -32,6 +32,9 @@ NO_RACE := /test/e2e$$|/test/testbed$$|/test/perf/scheduler$$
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 LDFLAGS := -X github.com/ferry-io/ferry/version.version=$(VERSION) -X github.com/ferry-io/ferry/version.commit=$(COMMIT)
+# make images: platforms of every image (IMAGE_PLATFORMS=linux/amd64 for the
+# test bed's real nodes: half the build).
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 # bench-offload: pods per run, and create calls in flight.
 PODS ?= 1000
 CONCURRENCY ?= 32
@@ -67,8 +70,8 @@ build: ## Compile every package and the binaries under cmd/ into bin/ (with bin/
 	ln -sf ferryctl bin/kubectl-ferry
 
 .PHONY: images
-images: ## OCI images of every component for linux/amd64 and linux/arm64, without a container engine, into the OCI layout bin/images (reproducible: same digests for the same source); pushed as $(IMAGE_REGISTRY)/<component>:$(VERSION) when IMAGE_REGISTRY is set.
-	$(GO) run ./hack/images -version $(VERSION) -commit $(COMMIT) -out bin/images $(if $(IMAGE_REGISTRY),-registry $(IMAGE_REGISTRY))
+images: ## OCI images of every component for IMAGE_PLATFORMS (linux/amd64 and linux/arm64), without a container engine, into the OCI layout bin/images (reproducible: same digests for the same source); pushed as $(IMAGE_REGISTRY)/<component>:$(VERSION) when IMAGE_REGISTRY is set.
+	$(GO) run ./hack/images -version $(VERSION) -commit $(COMMIT) -out bin/images -platforms $(IMAGE_PLATFORMS) $(if $(IMAGE_REGISTRY),-registry $(IMAGE_REGISTRY))
 
 .PHONY: dist
 dist: ## ferryctl's release archives (kubectl-ferry for linux and darwin, amd64 and arm64; reproducible tar.gz), SHA256SUMS and the krew manifest ferry.yaml into bin/dist; needs VERSION=vX.Y.Z (DIST_URL_BASE: where the archives will be published).
@@ -88,8 +91,12 @@ demo-down: ## Stop what make demo started (only its own processes; DEMO_FLAGS='-
 	@if [ -x bin/ferry-demo ]; then bin/ferry-demo down $(DEMO_FLAGS); else $(GO) run ./test/cmd/demo down $(DEMO_FLAGS); fi
 
 .PHONY: testbed
-testbed: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok into the cache (no-op when present).
+testbed: node-packages ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and, for real nodes, kubelet, kube-proxy, agnhost and coredns into the cache (no-op when present; cold ≈ 12 + NODE_COLD min).
 	$(GO) run ./test/cmd/testbed
+
+.PHONY: node-packages
+node-packages: ## Install what the test bed's real nodes need from Debian when missing (root, apt-get): containerd, runc, containernetworking-plugins, iptables, conntrack.
+	hack/install-node-packages.sh
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code, CRD manifests (api/), RBAC roles (controllers' markers) and the Helm chart's templates (from manifests/).

@@ -1,8 +1,12 @@
-// Package binaries builds and locates the control-plane programs the test bed
-// runs: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
-// and kwok. They are compiled from the Go module proxy at the versions pinned in
-// ferry's go.mod (as Go tool dependencies) into a versioned cache folder, so a
-// fresh machine needs nothing but Go, and a warm one rebuilds nothing.
+// Package binaries builds and locates the programs the test bed runs: the
+// control plane (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, kubectl and kwok) and what real nodes add (kubelet,
+// kube-proxy, CoreDNS, and agnhost, Kubernetes' e2e test image, the nodes'
+// workload and sandbox). They are compiled from the Go module proxy at the
+// versions pinned in ferry's go.mod (as Go tool dependencies; CoreDNS in the
+// nested module coredns/, so that its dependencies do not move ferry's) into a
+// versioned cache folder, so a fresh machine needs nothing but Go, and a warm
+// one rebuilds nothing.
 package binaries
 
 import (
@@ -24,6 +28,8 @@ const (
 	KubernetesVersion = "v1.36.4"
 	EtcdVersion       = "v3.6.16"
 	KwokVersion       = "v0.8.0"
+	// CoreDNSVersion is the version coredns/go.mod pins.
+	CoreDNSVersion = "v1.15.0"
 )
 
 // EnvDir overrides the folder the binaries are built into and read from.
@@ -37,29 +43,67 @@ const (
 	KubeScheduler         = "kube-scheduler"
 	Kubectl               = "kubectl"
 	Kwok                  = "kwok"
+
+	Kubelet   = "kubelet"
+	KubeProxy = "kube-proxy"
+	// Agnhost is static (built without cgo), to run alone in an image.
+	Agnhost = "agnhost"
+	// CoreDNS is static, to run alone in an image.
+	CoreDNS = "coredns"
 )
+
+// Set is a group of programs, ensured together.
+type Set uint
+
+const (
+	// ControlPlane is what every test-bed cluster runs.
+	ControlPlane Set = 1 << iota
+	// Node is what real nodes add: kubelet, kube-proxy, agnhost, coredns.
+	Node
+	// All is every program.
+	All = ControlPlane | Node
+)
+
+// coreDNSModule is the nested module, relative to ferry's module root, that
+// pins CoreDNS.
+const coreDNSModule = "test/testbed/binaries/coredns"
 
 // program is one binary and the Go package it is built from.
 type program struct {
-	name    string
-	pkg     string
-	coldFor string // rough cold build time on 2 cores, shown as progress
+	name string
+	pkg  string
+	cold time.Duration // rough cold build time on 2 cores, shown as progress
+	set  Set
+	// static builds with CGO_ENABLED=0, for a binary alone in an image.
+	static bool
+	// module is the folder of the go.mod pinning pkg, relative to ferry's
+	// module root; empty for ferry's own.
+	module string
 }
 
 var programs = []program{
-	{Etcd, "go.etcd.io/etcd/server/v3", "1 min"},
-	{KubeAPIServer, "k8s.io/kubernetes/cmd/kube-apiserver", "4-5 min"},
-	{KubeControllerManager, "k8s.io/kubernetes/cmd/kube-controller-manager", "1 min"},
-	{KubeScheduler, "k8s.io/kubernetes/cmd/kube-scheduler", "30 s"},
-	{Kubectl, "k8s.io/kubernetes/cmd/kubectl", "30 s"},
-	{Kwok, "sigs.k8s.io/kwok/cmd/kwok", "30 s"},
+	{name: Etcd, pkg: "go.etcd.io/etcd/server/v3", cold: time.Minute, set: ControlPlane},
+	{name: KubeAPIServer, pkg: "k8s.io/kubernetes/cmd/kube-apiserver", cold: 5 * time.Minute, set: ControlPlane},
+	{name: KubeControllerManager, pkg: "k8s.io/kubernetes/cmd/kube-controller-manager", cold: time.Minute, set: ControlPlane},
+	{name: KubeScheduler, pkg: "k8s.io/kubernetes/cmd/kube-scheduler", cold: 30 * time.Second, set: ControlPlane},
+	{name: Kubectl, pkg: "k8s.io/kubernetes/cmd/kubectl", cold: 30 * time.Second, set: ControlPlane},
+	{name: Kwok, pkg: "sigs.k8s.io/kwok/cmd/kwok", cold: 30 * time.Second, set: ControlPlane},
+	{name: Kubelet, pkg: "k8s.io/kubernetes/cmd/kubelet", cold: 7 * time.Minute, set: Node},
+	{name: KubeProxy, pkg: "k8s.io/kubernetes/cmd/kube-proxy", cold: time.Minute, set: Node},
+	{name: Agnhost, pkg: "k8s.io/kubernetes/test/images/agnhost", cold: 6 * time.Minute, set: Node, static: true},
+	{name: CoreDNS, pkg: "github.com/coredns/coredns", cold: 5 * time.Minute, set: Node, static: true, module: coreDNSModule},
 }
 
-// Names lists every program the test bed needs.
-func Names() []string {
-	names := make([]string, 0, len(programs))
+// Names lists every program the test bed can run.
+func Names() []string { return NamesOf(All) }
+
+// NamesOf lists the programs of set.
+func NamesOf(set Set) []string {
+	var names []string
 	for _, p := range programs {
-		names = append(names, p.name)
+		if p.set&set != 0 {
+			names = append(names, p.name)
+		}
 	}
 	return names
 }
@@ -95,16 +139,25 @@ func Path(name string) (string, error) {
 	return p, nil
 }
 
-// Ensure builds every missing program into Dir(), printing progress to out.
-// It is a no-op when all of them are present. moduleRoot is the folder of
-// ferry's go.mod, whose tool dependencies pin the versions.
+// Ensure builds every missing program, control plane and node, into Dir(),
+// printing progress to out. It is a no-op when all of them are present.
+// moduleRoot is the folder of ferry's go.mod, whose tool dependencies pin the
+// versions.
 func Ensure(ctx context.Context, moduleRoot string, out io.Writer) error {
+	return EnsureSet(ctx, moduleRoot, All, out)
+}
+
+// EnsureSet is Ensure for the programs of set only.
+func EnsureSet(ctx context.Context, moduleRoot string, set Set, out io.Writer) error {
 	dir, err := Dir()
 	if err != nil {
 		return err
 	}
 	var missing []program
 	for _, p := range programs {
+		if p.set&set == 0 {
+			continue
+		}
 		if _, err := os.Stat(filepath.Join(dir, p.name)); err != nil {
 			missing = append(missing, p)
 		}
@@ -116,10 +169,14 @@ func Ensure(ctx context.Context, moduleRoot string, out io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create test bed binary folder: %w", err)
 	}
-	fmt.Fprintf(out, "testbed: building %d control-plane binaries into %s (cold: about 7 minutes, once)\n", len(missing), dir)
+	var cold time.Duration
+	for _, p := range missing {
+		cold += p.cold
+	}
+	fmt.Fprintf(out, "testbed: building %d binaries into %s (cold: about %s, once)\n", len(missing), dir, cold)
 	start := time.Now()
 	for i, p := range missing {
-		fmt.Fprintf(out, "testbed: [%d/%d] %s from %s (cold: ~%s)\n", i+1, len(missing), p.name, p.pkg, p.coldFor)
+		fmt.Fprintf(out, "testbed: [%d/%d] %s from %s (cold: ~%s)\n", i+1, len(missing), p.name, p.pkg, p.cold)
 		t := time.Now()
 		if err := build(ctx, moduleRoot, dir, p); err != nil {
 			return err
@@ -142,13 +199,16 @@ func build(ctx context.Context, moduleRoot, dir string, p program) error {
 		"-X k8s.io/component-base/version.gitTreeState=clean",
 	}, " ")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", tmp, p.pkg)
-	cmd.Dir = moduleRoot
+	cmd.Dir = filepath.Join(moduleRoot, p.module)
+	if p.static {
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	}
 	var stderr strings.Builder
 	cmd.Stdout = io.Discard
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("build %s from %s (in %s): %w\n%s", p.name, p.pkg, moduleRoot, err, stderr.String())
+		return fmt.Errorf("build %s from %s (in %s): %w\n%s", p.name, p.pkg, cmd.Dir, err, stderr.String())
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, p.name)); err != nil {
 		return fmt.Errorf("install %s: %w", p.name, err)

@@ -3,6 +3,7 @@ package binaries
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,6 +48,61 @@ func TestVersionsMatchGoMod(t *testing.T) {
 	}
 	if staging < 30 {
 		t.Errorf("go.mod replaces %d k8s.io staging modules, want the whole block of k8s.io/kubernetes %s", staging, KubernetesVersion)
+	}
+}
+
+// Every program is built from a tool dependency of the go.mod that pins it,
+// CoreDNS from the nested module at CoreDNSVersion: `go mod tidy` keeps
+// the go.sum lines of tools, and a version bump moves what is built.
+func TestProgramsAreToolsOfTheirModule(t *testing.T) {
+	mods := map[string]*modfile.File{}
+	for _, p := range programs {
+		mod, ok := mods[p.module]
+		if !ok {
+			data, err := os.ReadFile(filepath.Join("..", "..", "..", p.module, "go.mod"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mod, err = modfile.Parse(p.module+"/go.mod", data, nil); err != nil {
+				t.Fatal(err)
+			}
+			mods[p.module] = mod
+		}
+		found := false
+		for _, tool := range mod.Tool {
+			found = found || tool.Path == p.pkg
+		}
+		if !found {
+			t.Errorf("%s: %s is not a tool of %s/go.mod", p.name, p.pkg, p.module)
+		}
+	}
+	coredns := mods[coreDNSModule]
+	if coredns == nil {
+		t.Fatalf("no program is built from %s", coreDNSModule)
+	}
+	got := ""
+	for _, r := range coredns.Require {
+		if r.Mod.Path == "github.com/coredns/coredns" {
+			got = r.Mod.Version
+		}
+	}
+	if got != CoreDNSVersion {
+		t.Errorf("%s/go.mod requires github.com/coredns/coredns %q, binaries.go says %q", coreDNSModule, got, CoreDNSVersion)
+	}
+}
+
+func TestSetsSplitTheProgramsInTwo(t *testing.T) {
+	cp, node := NamesOf(ControlPlane), NamesOf(Node)
+	if got, want := strings.Join(append(cp, node...), ","), strings.Join(Names(), ","); got != want {
+		t.Errorf("control plane + node = %s, want every program %s", got, want)
+	}
+	if got, want := strings.Join(node, ","), strings.Join([]string{Kubelet, KubeProxy, Agnhost, CoreDNS}, ","); got != want {
+		t.Errorf("node set = %s, want %s", got, want)
+	}
+	for _, name := range cp {
+		if slices.Contains(node, name) {
+			t.Errorf("%s is in both sets", name)
+		}
 	}
 }
 
@@ -103,6 +159,34 @@ func TestEnsureIsANoOpWhenEveryBinaryIsPresent(t *testing.T) {
 	}
 }
 
+// The control plane alone can be ensured without building the node programs,
+// and Ensure builds those too.
+func TestEnsureSetLeavesOtherSetsAlone(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(EnvDir, dir)
+	for _, name := range NamesOf(ControlPlane) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/true\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noModule := filepath.Join(dir, "no-module")
+	var out strings.Builder
+	if err := EnsureSet(t.Context(), noModule, ControlPlane, &out); err != nil {
+		t.Fatalf("EnsureSet(ControlPlane) with the control plane present: %v", err)
+	}
+	if !strings.Contains(out.String(), "binaries present") {
+		t.Fatalf("EnsureSet printed %q, want it to say the binaries are present", out.String())
+	}
+	out.Reset()
+	err := Ensure(t.Context(), noModule, &out)
+	if err == nil || !strings.Contains(err.Error(), Kubelet) {
+		t.Fatalf("Ensure without the node programs: %v, want a failed build of %s", err, Kubelet)
+	}
+	if !strings.Contains(out.String(), "building 4 binaries") {
+		t.Errorf("Ensure printed %q, want it to build the 4 node programs", out.String())
+	}
+}
+
 func TestFailedBuildNamesTheProgramAndKeepsNoPartialBinary(t *testing.T) {
 	dir := t.TempDir()
 	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
@@ -121,5 +205,20 @@ func TestFailedBuildNamesTheProgramAndKeepsNoPartialBinary(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 0 {
 		t.Errorf("a failed build left %v behind", entries)
+	}
+}
+
+// A program of the nested module is built there, not in ferry's module.
+func TestNestedModuleProgramIsBuiltInItsModule(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = build(t.Context(), root, t.TempDir(), program{name: "coredns-nothing", pkg: "github.com/coredns/coredns/nothing", module: coreDNSModule, static: true})
+	if err == nil {
+		t.Fatal("building a package that does not exist succeeded")
+	}
+	if want := filepath.Join(root, coreDNSModule); !strings.Contains(err.Error(), "(in "+want+")") {
+		t.Errorf("build error %q does not say it ran in %s", err, want)
 	}
 }
