@@ -37,6 +37,8 @@ const (
 	KubeScheduler         = "kube-scheduler"
 	Kubectl               = "kubectl"
 	Kwok                  = "kwok"
+	Kubelet               = "kubelet"
+	KubeProxy             = "kube-proxy"
 )
 
 // program is one binary and the Go package it is built from.
