@@ -19,12 +19,25 @@ import (
 // name=systemd). Real nodes need cgroup v1 here: this kind of machine has
 // it, and the kubelet runs on it with failCgroupV1: false.
 func cgroupV1Hierarchies() ([]string, error) {
+	v1, _, err := cgroupMounts()
+	if err != nil {
+		return nil, err
+	}
+	if len(v1) == 0 {
+		return nil, errors.New("real nodes need cgroup v1 hierarchies (this machine has none mounted); cgroup v2 is not supported by the test bed yet")
+	}
+	return v1, nil
+}
+
+// cgroupMounts returns the mount points of the cgroup v1 hierarchies and
+// of cgroup v2 (on a v1 machine, the "unified" hierarchy beside them, where
+// runc makes the containers' cgroups too).
+func cgroupMounts() (v1, v2 []string, err error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return nil, fmt.Errorf("read mounts: %w", err)
+		return nil, nil, fmt.Errorf("read mounts: %w", err)
 	}
 	defer f.Close()
-	var out []string
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		fields := strings.Fields(s.Text())
@@ -33,17 +46,17 @@ func cgroupV1Hierarchies() ([]string, error) {
 		if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 {
 			continue
 		}
-		if fields[sep+1] == "cgroup" {
-			out = append(out, fields[4])
+		switch fields[sep+1] {
+		case "cgroup":
+			v1 = append(v1, fields[4])
+		case "cgroup2":
+			v2 = append(v2, fields[4])
 		}
 	}
 	if err := s.Err(); err != nil {
-		return nil, fmt.Errorf("read mounts: %w", err)
+		return nil, nil, fmt.Errorf("read mounts: %w", err)
 	}
-	if len(out) == 0 {
-		return nil, errors.New("real nodes need cgroup v1 hierarchies (this machine has none mounted); cgroup v2 is not supported by the test bed yet")
-	}
-	return out, nil
+	return v1, v2, nil
 }
 
 // nodeCgroup is a real node's cgroup tree, the same path in every v1
@@ -52,7 +65,10 @@ func cgroupV1Hierarchies() ([]string, error) {
 // everything the node started can be found and ended by its cgroup.
 type nodeCgroup struct {
 	name string   // "/<name>" is the kubelet's cgroupRoot
-	dirs []string // <hierarchy>/<name>, one per hierarchy
+	dirs []string // <hierarchy>/<name>, one per v1 hierarchy
+	// more are the same path in the v2 hierarchy, which the node's
+	// programs may fill but the test bed does not make.
+	more []string
 }
 
 const runtimeCgroup = "runtime"
@@ -62,7 +78,14 @@ func newNodeCgroup(name string) (*nodeCgroup, error) {
 	if err != nil {
 		return nil, err
 	}
+	_, v2, err := cgroupMounts()
+	if err != nil {
+		return nil, err
+	}
 	cg := &nodeCgroup{name: name}
+	for _, h := range v2 {
+		cg.more = append(cg.more, filepath.Join(h, name))
+	}
 	for _, h := range hs {
 		for _, sub := range []string{"", runtimeCgroup} {
 			dir := filepath.Join(h, name, sub)
@@ -106,7 +129,7 @@ func (cg *nodeCgroup) enter(pid int) error {
 // node's programs), read from the first hierarchy holding any.
 func (cg *nodeCgroup) pids() []int {
 	seen := map[int]bool{}
-	for _, d := range cg.dirs {
+	for _, d := range append(cg.dirs, cg.more...) {
 		_ = filepath.WalkDir(d, func(path string, e fs.DirEntry, err error) error {
 			if err != nil || !e.IsDir() {
 				return nil
@@ -155,7 +178,7 @@ func (cg *nodeCgroup) killAll(timeout time.Duration) error {
 // rmdir once it holds no process and no child).
 func (cg *nodeCgroup) remove() error {
 	var errs []error
-	for _, d := range cg.dirs {
+	for _, d := range append(cg.dirs, cg.more...) {
 		var dirs []string
 		_ = filepath.WalkDir(d, func(path string, e fs.DirEntry, err error) error {
 			if err == nil && e.IsDir() {

@@ -218,13 +218,20 @@ func TestRealNodes(t *testing.T) {
 		}
 	}
 
-	type nsPair struct{ net, mnt uint64 }
-	var nodeNS []nsPair
+	// Every process in the nodes' namespaces now (the kubelets, containerds,
+	// shims, kube-proxies, the containers' pause and netexec processes share
+	// the nodes' mount namespace or the pods' own): none may outlive Stop.
 	var cgroups []string
+	inNodes := map[string]string{} // "pid starttime" → command line
 	for _, n := range c.RealNodes {
 		netIno, mntIno := n.Namespaces()
-		nodeNS = append(nodeNS, nsPair{netIno, mntIno})
 		cgroups = append(cgroups, n.Cgroup())
+		for id, cmd := range processesIn(t, netIno, mntIno) {
+			inNodes[id] = cmd
+		}
+	}
+	if len(inNodes) < 2*4 { // per node: holder, containerd, kubelet, kube-proxy
+		t.Fatalf("only %d processes found in the nodes' namespaces: %v", len(inNodes), inNodes)
 	}
 	dir := c.Dir
 	stopped = true
@@ -233,19 +240,9 @@ func TestRealNodes(t *testing.T) {
 	}
 
 	// Nothing left.
-	procs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, p := range procs {
-		for _, kind := range []string{"net", "mnt"} {
-			var st syscall.Stat_t
-			if syscall.Stat(filepath.Join(p, "ns", kind), &st) != nil {
-				continue
-			}
-			for _, n := range nodeNS {
-				if (kind == "net" && st.Ino == n.net) || (kind == "mnt" && st.Ino == n.mnt) {
-					cmdline, _ := os.ReadFile(filepath.Join(p, "cmdline"))
-					t.Errorf("process %s (%s) is still in a node's %s namespace", filepath.Base(p), strings.ReplaceAll(string(cmdline), "\x00", " "), kind)
-				}
-			}
+	for id, cmd := range inNodes {
+		if alive(id) {
+			t.Errorf("process %s (%s) outlived Stop", id, cmd)
 		}
 	}
 	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
@@ -267,9 +264,8 @@ func TestRealNodes(t *testing.T) {
 		t.Errorf("cluster folder %s left", dir)
 	}
 	for _, p := range hostPathsNodesWouldTouch {
-		_, err := os.Lstat(p)
-		if exists := err == nil; exists != existedBefore[p] {
-			t.Errorf("host path %s: existed before: %t, now: %t", p, existedBefore[p], exists)
+		if _, err := os.Lstat(p); err == nil && !existedBefore[p] {
+			t.Errorf("host path %s did not exist before the nodes ran, and does now", p)
 		}
 	}
 	if now, err := testbed.HostSysctls(); err != nil {
@@ -281,6 +277,54 @@ func TestRealNodes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// processesIn returns the processes in a network or mount namespace, keyed
+// by PID and start time (a PID alone may be reused).
+func processesIn(t *testing.T, netIno, mntIno uint64) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		in := false
+		for kind, ino := range map[string]uint64{"net": netIno, "mnt": mntIno} {
+			var st syscall.Stat_t
+			if syscall.Stat(filepath.Join(p, "ns", kind), &st) == nil && st.Ino == ino {
+				in = true
+			}
+		}
+		if !in {
+			continue
+		}
+		id, ok := processID(filepath.Base(p))
+		if !ok {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join(p, "cmdline"))
+		out[id] = strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return out
+}
+
+// processID is "<pid> <start time>", from /proc/<pid>/stat.
+func processID(pid string) (string, bool) {
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return "", false
+	}
+	// The command (field 2) may hold spaces; fields after its ")" are plain.
+	rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+	fields := strings.Fields(string(rest))
+	if len(fields) < 20 {
+		return "", false
+	}
+	return pid + " " + fields[19], true // field 22: starttime
+}
+
+func alive(id string) bool {
+	pid, _, _ := strings.Cut(id, " ")
+	now, ok := processID(pid)
+	return ok && now == id
 }
 
 func waitUntil(t *testing.T, ctx context.Context, what string, check func() error) {
