@@ -204,13 +204,16 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	})
 })
 
-// realInstallSets are the only values the real-node specs change: where the
-// images are. The gateway Service is a NodePort: the test bed, like a
-// kubeadm cluster on bare metal, has no load balancer.
+// realInstallSets are the only values the real-node specs change from the
+// defaults: where the images are, and the gateway Service's type, a
+// NodePort, since the test bed, like a kubeadm cluster on bare metal, has no
+// load balancer (the default LoadBalancer would stay pending, and the
+// gateway with it, as README's fabric section says).
 func realInstallSets() []string {
 	return []string{
 		"images.registry=" + realImageRegistry,
 		"images.tag=" + realImageTag,
+		"network.gateway.serviceType=NodePort",
 	}
 }
 
@@ -218,6 +221,7 @@ func realInstallValues(id string) map[string]any {
 	return map[string]any{
 		"clusterID": id,
 		"images":    map[string]any{"registry": realImageRegistry, "tag": realImageTag},
+		"network":   map[string]any{"gateway": map[string]any{"serviceType": "NodePort"}},
 	}
 }
 
@@ -265,4 +269,3 @@ func dumpFerryPods(ctx context.Context, c *testbed.Cluster) {
 		}
 	}
 }
-
