@@ -95,7 +95,7 @@ testbed: node-packages ## Build etcd, kube-apiserver, kube-controller-manager, k
 	$(GO) run ./test/cmd/testbed
 
 .PHONY: node-packages
-node-packages: ## Install what the test bed's real nodes need from Debian when missing (root, apt-get): containerd, runc, containernetworking-plugins, iptables, conntrack.
+node-packages: ## Install what the test bed's real nodes need from Debian when missing (root, apt-get): containerd, runc, containernetworking-plugins, iptables, conntrack, nftables.
 	hack/install-node-packages.sh
 
 .PHONY: generate

@@ -2,11 +2,12 @@
 # Installs the host packages the test bed's real nodes run (make
 # node-packages, part of make testbed), from Debian, when any is missing:
 # containerd (containerd, ctr), runc, containernetworking-plugins (bridge,
-# host-local, loopback, ptp in /usr/lib/cni), iptables, conntrack.
+# host-local, loopback, ptp, portmap in /usr/lib/cni), iptables, conntrack,
+# nftables (nft, for kube-proxy in nftables mode).
 # A no-op when all are present. Needs root and apt-get.
 set -euo pipefail
 
-packages=(containerd runc containernetworking-plugins iptables conntrack)
+packages=(containerd runc containernetworking-plugins iptables conntrack nftables)
 
 # present FILE: an executable found on PATH, in an sbin folder (absent from
 # the PATH of many non-root shells), or at an absolute path.
@@ -18,7 +19,7 @@ present() {
 }
 
 missing=()
-for f in containerd ctr runc iptables conntrack /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback /usr/lib/cni/ptp; do
+for f in containerd ctr runc iptables conntrack nft /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback /usr/lib/cni/ptp /usr/lib/cni/portmap; do
 	present "$f" || missing+=("$f")
 done
 if ((${#missing[@]} == 0)); then

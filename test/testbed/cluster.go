@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -69,6 +70,23 @@ type Options struct {
 	// claims without a class provisioned where tests expect them to wait,
 	// and the provisioner's requests would count in the benchmarks.
 	Storage bool
+
+	// RealNodes is the number of real nodes to start (see RealNode): a
+	// kubelet, containerd and kube-proxy each, in namespaces of their own.
+	// It implies ControllerManager (which gives nodes their pod ranges) and
+	// Scheduler, and deploys CoreDNS as the cluster's DNS. It needs root,
+	// cgroup v1 and the machine packages of `make node-packages`.
+	RealNodes int
+
+	// Underlay is the network the real nodes are plugged into; clusters
+	// whose pods must reach each other share one. Nil makes one for this
+	// cluster alone, removed with it.
+	Underlay *Underlay
+
+	// Images are image archives (docker or OCI tarballs) imported into
+	// every real node's containerd besides the test bed's own (agnhost, the
+	// sandbox, CoreDNS).
+	Images []string
 }
 
 // Cluster is one running test cluster.
@@ -96,6 +114,19 @@ type Cluster struct {
 	storage  *storage   // the in-process provisioner, with Options.Storage
 	stopOnce sync.Once
 	stopErr  error
+
+	// InClusterAPIServerURL is where the cluster's nodes and pods, and
+	// other clusters' pods, reach the API server: https://<underlay
+	// address>:<port> with real nodes, else APIServerURL.
+	InClusterAPIServerURL string
+	// RealNodes are the cluster's real nodes (Options.RealNodes).
+	RealNodes []*RealNode
+
+	underlay      *Underlay
+	ownUnderlay   bool
+	underlayIndex int
+	apiAddr       netip.Addr // the API server's underlay address
+	egress        *egressProxy
 
 	apiServerArgs []string // to restart it as it was
 	etcdArgs      []string // the same for etcd
@@ -161,6 +192,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Storage {
 		opts.ControllerManager = true
 	}
+	if opts.RealNodes > 0 {
+		opts.ControllerManager, opts.Scheduler = true, true
+	}
 	reapStaleClusterDirs()
 	var err error
 	for range startAttempts {
@@ -203,6 +237,15 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	etcdPort, etcdPeerPort, apiPort, kcmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
 	c.APIServerURL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	c.InClusterAPIServerURL = c.APIServerURL
+	advertise := "127.0.0.1"
+	var egressArgs []string
+	if opts.RealNodes > 0 {
+		if egressArgs, err = c.prepareRealNodes(apiPort); err != nil {
+			return c, err
+		}
+		advertise = c.apiAddr.String()
+	}
 
 	if c.ca, err = newAuthority(dir, opts.Name); err != nil {
 		return c, err
@@ -238,7 +281,7 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 	apiArgs := []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--advertise-address=" + advertise,
 		fmt.Sprintf("--secure-port=%d", apiPort),
 		"--tls-cert-file=" + pki.apiServing.CertFile,
 		"--tls-private-key-file=" + pki.apiServing.KeyFile,
@@ -258,9 +301,15 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--profiling=false",
 		"--v=1",
 	}
+	apiArgs = append(apiArgs, egressArgs...)
 	c.apiServerArgs = append(apiArgs, opts.ExtraAPIServerArgs...)
 	if err := c.start(binaries.KubeAPIServer, c.apiServerArgs, nil); err != nil {
 		return c, err
+	}
+	if c.underlay != nil {
+		if err := c.underlay.forward(c.apiAddr, apiPort); err != nil {
+			return c, err
+		}
 	}
 	if c.Config, err = writeKubeconfig(c.KubeconfigPath, opts.Name, c.APIServerURL, c.ca.certPEM, pki.admin); err != nil {
 		return c, err
@@ -302,6 +351,10 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 			"--cluster-signing-cert-file=" + c.ca.CertFile,
 			"--cluster-signing-key-file=" + c.ca.KeyFile,
 			"--service-cluster-ip-range=" + opts.ServiceCIDR,
+			// Real nodes get their pod range from here, as on kubeadm.
+			fmt.Sprintf("--allocate-node-cidrs=%t", opts.RealNodes > 0),
+			"--cluster-cidr=" + opts.PodCIDR,
+			"--node-cidr-mask-size=24",
 			// No --controllers: the default (*) runs the PV controllers
 			// (persistentvolume-binder, -expander, -protection and
 			// persistentvolumeclaim-protection) Options.Storage relies on.
@@ -354,6 +407,11 @@ func startOnce(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return c, err
 		}
 	}
+	if opts.RealNodes > 0 {
+		if err := c.startRealNodes(ctx); err != nil {
+			return c, err
+		}
+	}
 	if opts.Storage {
 		if err := c.startStorage(ctx); err != nil {
 			return c, err
@@ -384,9 +442,13 @@ func (c *Cluster) writeCredentials() (*credentials, error) {
 	}
 	steps := []func() error{
 		func() (err error) {
+			ips := append(loopback, svcIP)
+			if c.apiAddr.IsValid() {
+				ips = append(ips, c.apiAddr.AsSlice())
+			}
 			p.apiServing, err = c.ca.issue(c.Dir, "apiserver", "kube-apiserver", nil, true,
 				[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-				append(loopback, svcIP))
+				ips)
 			return err
 		},
 		func() (err error) {
@@ -482,6 +544,12 @@ func (c *Cluster) Stop() error {
 		if c.storage != nil {
 			c.storage.stop()
 		}
+		var errs []error
+		for _, n := range c.RealNodes {
+			if err := n.stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		var wg sync.WaitGroup
 		var etcd *process
 		for _, p := range c.procs {
@@ -495,11 +563,20 @@ func (c *Cluster) Stop() error {
 		if etcd != nil {
 			etcd.stop(5 * time.Second)
 		}
-		if os.Getenv(EnvKeep) == "" {
-			if err := os.RemoveAll(c.Dir); err != nil {
-				c.stopErr = fmt.Errorf("remove folder of cluster %s: %w", c.Name, err)
+		if c.egress != nil {
+			c.egress.close()
+		}
+		if c.ownUnderlay {
+			if err := c.underlay.Close(); err != nil {
+				errs = append(errs, err)
 			}
 		}
+		if os.Getenv(EnvKeep) == "" {
+			if err := os.RemoveAll(c.Dir); err != nil {
+				errs = append(errs, fmt.Errorf("remove folder of cluster %s: %w", c.Name, err))
+			}
+		}
+		c.stopErr = errors.Join(errs...)
 	})
 	return c.stopErr
 }

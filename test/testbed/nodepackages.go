@@ -14,11 +14,12 @@ import (
 const CNIPluginDir = "/usr/lib/cni"
 
 // NodeCommands are the host programs real nodes run, from Debian packages
-// (containerd, runc, iptables, conntrack); `make node-packages` installs them.
-var NodeCommands = []string{"containerd", "ctr", "runc", "iptables", "conntrack"}
+// (containerd, runc, iptables, conntrack, nftables: kube-proxy runs in
+// nftables mode); `make node-packages` installs them.
+var NodeCommands = []string{"containerd", "ctr", "runc", "iptables", "conntrack", "nft"}
 
 // CNIPlugins are the plugins in CNIPluginDir real nodes use.
-var CNIPlugins = []string{"bridge", "host-local", "loopback", "ptp"}
+var CNIPlugins = []string{"bridge", "host-local", "loopback", "ptp", "portmap"}
 
 // sbinDirs hold system programs, absent from the PATH of many non-root shells.
 var sbinDirs = []string{"/usr/sbin", "/sbin"}
@@ -50,7 +51,7 @@ func nodePackages(lookPath func(string) (string, error), sbin []string, cniDir s
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("host packages for real test-bed nodes: missing %s: run `make node-packages` as root (containerd, runc, containernetworking-plugins, iptables, conntrack from Debian)", strings.Join(missing, ", "))
+		return fmt.Errorf("host packages for real test-bed nodes: missing %s: run `make node-packages` as root (containerd, runc, containernetworking-plugins, iptables, conntrack, nftables from Debian)", strings.Join(missing, ", "))
 	}
 	return nil
 }

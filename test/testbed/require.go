@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"errors"
 	"os"
 	"testing"
 
@@ -20,4 +21,32 @@ func RequireBinaries(t testing.TB) {
 			t.Skip(err)
 		}
 	}
+}
+
+// RequireRealNodes skips a test that needs real nodes when it cannot have
+// them (not root, or the binaries or machine packages missing), and fails
+// it under CI, where `make test` provides them.
+func RequireRealNodes(t testing.TB) {
+	t.Helper()
+	RequireBinaries(t)
+	var missing error
+	if os.Geteuid() != 0 {
+		missing = errors.New("real nodes need root")
+	} else if err := NodePackages(); err != nil {
+		missing = err
+	} else {
+		for _, name := range []string{binaries.Kubelet, binaries.KubeProxy} {
+			if _, err := binaries.Path(name); err != nil {
+				missing = err
+				break
+			}
+		}
+	}
+	if missing == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal(missing)
+	}
+	t.Skip(missing)
 }

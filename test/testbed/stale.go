@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 const (
@@ -42,6 +43,7 @@ func reapStaleClusterDirs() {
 			if err != nil || pid <= 0 || processAlive(pid) {
 				continue
 			}
+			reapStaleNodeCgroups(e.Name())
 			_ = os.RemoveAll(dir)
 		}
 	})
@@ -50,4 +52,33 @@ func reapStaleClusterDirs() {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || err == syscall.EPERM
+}
+
+// reapStaleNodeCgroups ends what real nodes of a dead test process left:
+// containerd's shims and the containers outlive the parent-death signal
+// (they are not its children), in the nodes' cgroups, named after the
+// cluster's folder.
+func reapStaleNodeCgroups(clusterDir string) {
+	v1, v2, err := cgroupMounts()
+	if err != nil {
+		return
+	}
+	names := map[string]bool{}
+	for _, h := range append(v1, v2...) {
+		matches, _ := filepath.Glob(filepath.Join(h, clusterDir+"-*"))
+		for _, m := range matches {
+			names[filepath.Base(m)] = true
+		}
+	}
+	for name := range names {
+		cg := &nodeCgroup{name: name}
+		for _, h := range v1 {
+			cg.dirs = append(cg.dirs, filepath.Join(h, name))
+		}
+		for _, h := range v2 {
+			cg.more = append(cg.more, filepath.Join(h, name))
+		}
+		_ = cg.killAll(10 * time.Second)
+		_ = cg.remove()
+	}
 }

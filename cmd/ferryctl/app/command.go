@@ -7,6 +7,8 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,6 +82,7 @@ func newPeerCommand() *cobra.Command {
 	var resources string
 	var lifetime time.Duration
 	var reissue bool
+	var providerURL string
 	var discovered discoveredPeer
 	cmd := &cobra.Command{
 		Use:   "peer",
@@ -108,10 +111,16 @@ direction too: both ForeignClusters become ConsumerAndProvider.`,
 				return fmt.Errorf("--credential-lifetime %s: must be at least 10m (the API server's minimum)", lifetime)
 			}
 			start := time.Now()
-			opts := PeerOptions{Resources: req, Timeout: p.timeout, TokenLifetime: lifetime}
+			if err := checkAPIServerURL(providerURL); err != nil {
+				return fmt.Errorf("--provider-api-server-url: %w", err)
+			}
+			opts := PeerOptions{Resources: req, Timeout: p.timeout, TokenLifetime: lifetime, ProviderAPIServerURL: providerURL}
 			if reissue {
 				if resources != "" {
 					return fmt.Errorf("--resources: not with --reissue-credential (the peering keeps its request)")
+				}
+				if providerURL != "" {
+					return fmt.Errorf("--provider-api-server-url: not with --reissue-credential (the peering keeps its address)")
 				}
 				if err := ReissueCredential(cmd.Context(), cmd.OutOrStdout(), consumer, provider, opts); err != nil {
 					return err
@@ -130,6 +139,7 @@ direction too: both ForeignClusters become ConsumerAndProvider.`,
 	cmd.Flags().StringVar(&resources, "resources", "", "fixed request instead of the provider's default share, e.g. cpu=8,memory=32Gi,nvidia.com/gpu=1")
 	cmd.Flags().DurationVar(&lifetime, "credential-lifetime", 30*24*time.Hour, "lifetime of the token issued to the consumer")
 	cmd.Flags().BoolVar(&reissue, "reissue-credential", false, "give an existing peering a new credential (after a revocation), replacing the consumer's")
+	cmd.Flags().StringVar(&providerURL, "provider-api-server-url", "", "the provider's API server as the consumer cluster's pods reach it (https://host:port), when it differs from --provider-kubeconfig's server (a NAT, proxy or private address between you and the clusters); the provider's serving certificate must be valid for it")
 	discovered.bind(cmd)
 	return cmd
 }
@@ -171,6 +181,30 @@ succeeds.`,
 	p.bind(cmd)
 	cmd.Flags().BoolVar(&ignoreNotFound, "ignore-not-found", false, "succeed when the two clusters are not peered in this direction (nothing to remove)")
 	return cmd
+}
+
+// checkAPIServerURL accepts an empty value or an https URL with a host and
+// nothing after it but a port.
+func checkAPIServerURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "https" || u.Host == "" || u.Hostname() == "" {
+		return fmt.Errorf("%q: want https://host[:port]", s)
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q: want https://host[:port], nothing after it", s)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: port %q is not 1-65535", s, p)
+		}
+	}
+	return nil
 }
 
 // ParseResources parses a fixed request like "cpu=8,memory=32Gi"; errors name

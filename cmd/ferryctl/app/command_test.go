@@ -118,3 +118,25 @@ func TestCommandsWithoutAKubeconfigNameTheFlagAndKUBECONFIG(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckAPIServerURL(t *testing.T) {
+	for in, ok := range map[string]bool{
+		"":                          true,
+		"https://172.31.250.2:6443": true,
+		"https://api.example.com":   true,
+		"https://[fd00::1]:443":     true,
+		"http://api.example.com":    false,
+		"api.example.com:6443":      false,
+		"https://":                  false,
+		"https://a:0":               false,
+		"https://a:70000":           false,
+		"https://a:6443/path":       false,
+		"https://a:6443?x=1":        false,
+		"https://user@a:6443":       false,
+		"https://a b":               false,
+	} {
+		if err := checkAPIServerURL(in); (err == nil) != ok {
+			t.Errorf("checkAPIServerURL(%q) = %v, want ok=%t", in, err, ok)
+		}
+	}
+}

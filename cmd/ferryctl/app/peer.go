@@ -72,6 +72,19 @@ type PeerOptions struct {
 	Timeout time.Duration
 	// TokenLifetime of the credential issued to the consumer.
 	TokenLifetime time.Duration
+	// ProviderAPIServerURL is the provider's API server as the consumer
+	// cluster (its controller manager and virtual kubelets) reaches it,
+	// when that differs from the address ferryctl uses; empty is the
+	// provider kubeconfig's server.
+	ProviderAPIServerURL string
+}
+
+// providerURL is where the consumer cluster reaches the provider.
+func (o PeerOptions) providerURL(provider *cluster) string {
+	if o.ProviderAPIServerURL != "" {
+		return o.ProviderAPIServerURL
+	}
+	return provider.cfg.Host
 }
 
 // Peer makes the consumer use the provider: the same objects a user could
@@ -146,11 +159,11 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 	}
 
 	step("Issuing the consumer's credential (a bound service-account token) and checking what it may do")
-	kubeconfig, err := issueKubeconfig(ctx, provider, tenant, opts.TokenLifetime)
+	kubeconfig, err := issueKubeconfig(ctx, provider, opts.providerURL(provider), tenant, opts.TokenLifetime)
 	if err != nil {
 		return err
 	}
-	if err := waitUntilAllowed(ctx, kubeconfig, tenant); err != nil {
+	if err := waitUntilAllowed(ctx, provider, kubeconfig, tenant); err != nil {
 		return err
 	}
 
@@ -171,7 +184,7 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 
 	step(fmt.Sprintf("Declaring provider %q on the consumer", provider.id))
 	asProvider := func(spec *ferryv1alpha1.ForeignClusterSpec) {
-		spec.APIServerURL = provider.cfg.Host
+		spec.APIServerURL = opts.providerURL(provider)
 		spec.CredentialsSecretRef = &ferryv1alpha1.SecretReference{Name: secret.Name, Namespace: secret.Namespace}
 		spec.ResourceRequest = opts.Resources
 	}
@@ -267,11 +280,16 @@ func ReissueCredential(ctx context.Context, out io.Writer, consumerCfg, provider
 	if err := waitConsumerServiceAccount(ctx, provider, tenant); err != nil {
 		return err
 	}
-	kubeconfig, err := issueKubeconfig(ctx, provider, tenant, opts.TokenLifetime)
+	// The consumer keeps reaching the provider where it did.
+	server := fc.Spec.APIServerURL
+	if server == "" {
+		server = provider.cfg.Host
+	}
+	kubeconfig, err := issueKubeconfig(ctx, provider, server, tenant, opts.TokenLifetime)
 	if err != nil {
 		return err
 	}
-	if err := waitUntilAllowed(ctx, kubeconfig, tenant); err != nil {
+	if err := waitUntilAllowed(ctx, provider, kubeconfig, tenant); err != nil {
 		return err
 	}
 
@@ -309,8 +327,9 @@ func waitConsumerServiceAccount(ctx context.Context, provider *cluster, tenant s
 }
 
 // issueKubeconfig asks the provider for a token of the consumer's service
-// account and wraps it in a kubeconfig whose context names the tenant.
-func issueKubeconfig(ctx context.Context, provider *cluster, tenant string, lifetime time.Duration) ([]byte, error) {
+// account and wraps it in a kubeconfig for server whose context names the
+// tenant.
+func issueKubeconfig(ctx context.Context, provider *cluster, server, tenant string, lifetime time.Duration) ([]byte, error) {
 	tr, err := provider.kube.CoreV1().ServiceAccounts(tenant).CreateToken(ctx, ferryv1alpha1.ConsumerServiceAccount, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(lifetime.Seconds()))},
 	}, metav1.CreateOptions{})
@@ -325,7 +344,7 @@ func issueKubeconfig(ctx context.Context, provider *cluster, tenant string, life
 	}
 	name := string(provider.id)
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[name] = &clientcmdapi.Cluster{Server: provider.cfg.Host, CertificateAuthorityData: ca}
+	cfg.Clusters[name] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
 	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
 	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name, Namespace: tenant}
 	cfg.CurrentContext = name
@@ -338,12 +357,15 @@ func issueKubeconfig(ctx context.Context, provider *cluster, tenant string, life
 
 // waitUntilAllowed waits until the provider lets the new credential ask for
 // resources: its RBAC caches learn of a new RoleBinding a moment after it
-// is made, and the consumer should not start with a Forbidden.
-func waitUntilAllowed(ctx context.Context, kubeconfig []byte, tenant string) error {
+// is made, and the consumer should not start with a Forbidden. The check
+// goes where ferryctl reaches the provider, which may differ from where the
+// consumer cluster does (--provider-api-server-url).
+func waitUntilAllowed(ctx context.Context, provider *cluster, kubeconfig []byte, tenant string) error {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return fmt.Errorf("load the consumer's kubeconfig: %w", err)
 	}
+	cfg.Host = provider.cfg.Host
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("load the consumer's kubeconfig: %w", err)

@@ -1,0 +1,87 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
+
+	"github.com/ferry-io/ferry/test/testbed"
+	"github.com/ferry-io/ferry/test/testbed/images"
+)
+
+// BuildFerryImages builds every ferry component's image for linux/amd64
+// with hack/images (as `make images IMAGE_PLATFORMS=linux/amd64` does)
+// into a folder removed when the calling container ends, and exports them as one archive tagged
+// <registry>/<component>:<tag> for Options.Images of real nodes. It returns
+// the archive's path.
+func BuildFerryImages(ctx context.Context, registry, tag string) string {
+	GinkgoHelper()
+	dir, err := os.MkdirTemp("", "ferry-e2e-images-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, dir)
+	layout := filepath.Join(dir, "layout")
+	cmd := exec.CommandContext(ctx, "go", "run", "./hack/images", "-platforms", "linux/amd64", "-version", tag, "-out", layout)
+	cmd.Dir = RepoRoot()
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "hack/images:\n%s", out)
+	tarball := filepath.Join(dir, "ferry-images.tar")
+	_, err = images.ExportComponents(layout, registry, tag, tarball)
+	Expect(err).NotTo(HaveOccurred())
+	return tarball
+}
+
+// Exec runs a command in a pod's first container through the API server,
+// as kubectl exec does, and returns its stdout and stderr.
+func Exec(ctx context.Context, c *testbed.Cluster, ns, pod string, command ...string) (string, error) {
+	req := c.Kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	executor, err := remotecommand.NewWebSocketExecutor(c.Config, "GET", req.URL().String())
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	err = executor.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+	return out.String(), err
+}
+
+// PortForward forwards a local port on 127.0.0.1 to port of a pod through
+// the API server, as kubectl port-forward does; it returns the local port
+// and a function that stops the forwarding.
+func PortForward(ctx context.Context, c *testbed.Cluster, ns, pod string, port int) (int, func()) {
+	GinkgoHelper()
+	transport, upgrader, err := spdy.RoundTripperFor(c.Config)
+	Expect(err).NotTo(HaveOccurred())
+	req := c.Kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("portforward")
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, req.URL())
+	stop, ready := make(chan struct{}), make(chan struct{})
+	var out bytes.Buffer
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", port)}, stop, ready, &out, &out)
+	Expect(err).NotTo(HaveOccurred())
+	errc := make(chan error, 1)
+	go func() { errc <- fw.ForwardPorts() }()
+	select {
+	case <-ready:
+	case err := <-errc:
+		Fail(fmt.Sprintf("port-forward to %s/%s:%d: %v\n%s", ns, pod, port, err, out.String()))
+	case <-ctx.Done():
+		Fail("port-forward: " + ctx.Err().Error())
+	}
+	ports, err := fw.GetPorts()
+	Expect(err).NotTo(HaveOccurred())
+	var once sync.Once
+	return int(ports[0].Local), func() { once.Do(func() { close(stop) }) }
+}

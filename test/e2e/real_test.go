@@ -1,0 +1,271 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/charts"
+	"github.com/ferry-io/ferry/test/e2e/framework"
+	"github.com/ferry-io/ferry/test/testbed"
+)
+
+// realImageRegistry and realImageTag name ferry's images on the real
+// nodes: built by hack/images for linux/amd64, imported into every node's
+// containerd, never pulled.
+const (
+	realImageRegistry = "ferry.test"
+	realImageTag      = "e2e"
+)
+
+var _ = Describe("ferry on real nodes, from its own images", Label("real"), Ordered, func() {
+	var consumer, provider *testbed.Cluster
+	const consumerID, providerID = "real-consumer", "real-provider"
+
+	BeforeAll(func(ctx context.Context) {
+		By("building ferry's images for linux/amd64 (hack/images) and exporting them for containerd")
+		start := time.Now()
+		tarball := framework.BuildFerryImages(ctx, realImageRegistry, realImageTag)
+		GinkgoWriter.Printf("ferry's images built and exported in %s\n", time.Since(start).Round(time.Second))
+
+		By("starting two clusters with a real node each, on one underlay")
+		u, err := testbed.NewUnderlay()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(u.Close)
+		start = time.Now()
+		clusters := framework.StartClusters(ctx,
+			testbed.Options{Name: "real-consumer", RealNodes: 1, Underlay: u, Images: []string{tarball}},
+			testbed.Options{Name: "real-provider", RealNodes: 1, Underlay: u, Images: []string{tarball}})
+		consumer, provider = clusters[0], clusters[1]
+		GinkgoWriter.Printf("two clusters with real nodes up in %s\n", time.Since(start).Round(time.Second))
+		DeferCleanup(func(ctx context.Context) {
+			if CurrentSpecReport().Failed() {
+				for _, c := range clusters {
+					for _, n := range c.RealNodes {
+						GinkgoWriter.Println(n.Logs(60))
+					}
+					dumpFerryPods(ctx, c)
+				}
+			}
+		})
+	})
+
+	It("installs with the Helm chart on the consumer and ferryctl install on the provider; every component runs Ready from its image", func(ctx context.Context) {
+		values := realInstallValues(consumerID)
+		By("helm install on the consumer")
+		cfg := action.NewConfiguration()
+		kubeconfig, namespace := consumer.KubeconfigPath, charts.Namespace
+		Expect(cfg.Init(&genericclioptions.ConfigFlags{KubeConfig: &kubeconfig, Namespace: &namespace}, namespace, "secret")).To(Succeed())
+		ch, err := charts.Chart()
+		Expect(err).NotTo(HaveOccurred())
+		install := action.NewInstall(cfg)
+		install.ReleaseName, install.Namespace, install.CreateNamespace = charts.ReleaseName, namespace, true
+		install.WaitStrategy, install.Timeout = kube.StatusWatcherStrategy, 4*time.Minute
+		start := time.Now()
+		_, err = install.RunWithContext(ctx, ch, values)
+		Expect(err).NotTo(HaveOccurred())
+		GinkgoWriter.Printf("helm install --wait took %s\n", time.Since(start).Round(time.Second))
+
+		By("ferryctl install on the provider")
+		start = time.Now()
+		args := []string{"install", "--kubeconfig", provider.KubeconfigPath, "--cluster-id", providerID, "--timeout", "4m"}
+		for _, set := range realInstallSets() {
+			args = append(args, "--set", set)
+		}
+		out, err := ferryctl(ctx, args...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		GinkgoWriter.Printf("ferryctl install took %s\n", time.Since(start).Round(time.Second))
+
+		for _, c := range []*testbed.Cluster{consumer, provider} {
+			expectFerryPodsReady(ctx, c)
+		}
+	})
+
+	It("peers them with ferryctl; the virtual node is Ready with the provider's real capacity", func(ctx context.Context) {
+		out, err := ferryctl(ctx, "peer", "--consumer-kubeconfig", consumer.KubeconfigPath, "--provider-kubeconfig", provider.KubeconfigPath,
+			"--provider-api-server-url", provider.InClusterAPIServerURL, "--timeout", "3m")
+		Expect(err).NotTo(HaveOccurred(), out)
+
+		var nodes corev1.NodeList
+		Expect(consumer.Client.List(ctx, &nodes, client.MatchingLabels{ferryv1alpha1.LabelClusterID: providerID})).To(Succeed())
+		Expect(nodes.Items).To(HaveLen(1))
+		vn := nodes.Items[0]
+		Expect(nodeCondition(&vn, corev1.NodeReady)).To(HaveField("Status", corev1.ConditionTrue))
+		real, err := provider.Kube.CoreV1().Nodes().Get(ctx, provider.RealNodes[0].Name, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// The provider's share of its real node: positive and no more than
+		// the node offers.
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
+			got, have := vn.Status.Allocatable[r], real.Status.Allocatable[r]
+			Expect(got.Sign()).To(BeNumerically(">", 0), "virtual node allocatable %s", r)
+			Expect(got.Cmp(have)).To(BeNumerically("<=", 0), "virtual node allocatable %s %s exceeds the provider's real node's %s", r, got.String(), have.String())
+		}
+	})
+
+	It("keeps the cluster's DaemonSets (ferry's route agent) off the virtual node", func(ctx context.Context) {
+		pods, err := consumer.Kube.CoreV1().Pods(charts.Namespace).List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		agents := 0
+		for _, p := range pods.Items {
+			for _, o := range p.OwnerReferences {
+				if o.Kind == "DaemonSet" {
+					agents++
+					Expect(p.Spec.NodeName).To(Equal(consumer.RealNodes[0].Name), "DaemonSet pod %s", p.Name)
+				}
+			}
+		}
+		Expect(agents).To(BeNumerically(">=", 1), "no DaemonSet pod of ferry's on the consumer")
+		Consistently(func(g Gomega) {
+			ps, err := consumer.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + virtualNodeName(ctx, consumer, providerID)})
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, p := range ps.Items {
+				for _, o := range p.OwnerReferences {
+					g.Expect(o.Kind).NotTo(Equal("DaemonSet"), "pod %s/%s of a DaemonSet on the virtual node", p.Namespace, p.Name)
+				}
+			}
+		}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
+	})
+
+	It("runs an offloaded agnhost pod on the provider's real node; logs, exec and port-forward reach it from the consumer", func(ctx context.Context) {
+		ns := framework.CreateNamespace(ctx, consumer, "real")
+		twin := framework.OffloadNamespace(ctx, consumer, ns, providerID)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: ns},
+			Spec: corev1.PodSpec{
+				TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Containers: []corev1.Container{{
+					Name: "netexec", Image: testbed.AgnhostImage, ImagePullPolicy: corev1.PullNever,
+					Args:           []string{"netexec", "--http-port=8080"},
+					Ports:          []corev1.ContainerPort{{ContainerPort: 8080}},
+					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
+					Resources:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}},
+				}},
+			},
+		}
+		start := time.Now()
+		Expect(consumer.Client.Create(ctx, pod)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+			g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(pod.Status.ContainerStatuses).To(ConsistOf(HaveField("Ready", true)))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+		GinkgoWriter.Printf("offloaded pod Ready in the consumer %s after create\n", time.Since(start).Round(100*time.Millisecond))
+		Expect(pod.Spec.NodeName).To(Equal(virtualNodeName(ctx, consumer, providerID)))
+
+		remote, err := provider.Kube.CoreV1().Pods(twin).Get(ctx, pod.Name, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(remote.Spec.NodeName).To(Equal(provider.RealNodes[0].Name), "the remote pod runs on the provider's real node")
+		Expect(remote.Status.ContainerStatuses).To(ConsistOf(HaveField("ContainerID", HavePrefix("containerd://"))))
+
+		By("kubectl logs")
+		logs, err := consumer.Kube.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		Expect(err).NotTo(HaveOccurred(), string(logs))
+		Expect(string(logs)).To(ContainSubstring("Started HTTP server on port 8080"))
+
+		By("kubectl exec")
+		Eventually(func(g Gomega) {
+			out, err := framework.Exec(ctx, consumer, ns, pod.Name, "/agnhost", "etc-hosts")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			// The kubelet-managed /etc/hosts of the real container names it.
+			g.Expect(out).To(ContainSubstring(remote.Status.PodIP))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("kubectl port-forward")
+		local, stop := framework.PortForward(ctx, consumer, ns, pod.Name, 8080)
+		defer stop()
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/echo?msg=through-two-clusters", local))
+		Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		Expect(string(body)).To(Equal("through-two-clusters"))
+	})
+
+	It("ran every ferry component without a restart", func(ctx context.Context) {
+		for _, c := range []*testbed.Cluster{consumer, provider} {
+			expectFerryPodsReady(ctx, c)
+		}
+	})
+})
+
+// realInstallSets are the only values the real-node specs change from the
+// defaults: where the images are, and the gateway Service's type, a
+// NodePort, since the test bed, like a kubeadm cluster on bare metal, has no
+// load balancer (the default LoadBalancer would stay pending, and the
+// gateway with it, as README's fabric section says).
+func realInstallSets() []string {
+	return []string{
+		"images.registry=" + realImageRegistry,
+		"images.tag=" + realImageTag,
+		"network.gateway.serviceType=NodePort",
+	}
+}
+
+func realInstallValues(id string) map[string]any {
+	return map[string]any{
+		"clusterID": id,
+		"images":    map[string]any{"registry": realImageRegistry, "tag": realImageTag},
+		"network":   map[string]any{"gateway": map[string]any{"serviceType": "NodePort"}},
+	}
+}
+
+// expectFerryPodsReady checks every pod in ferry-system is Running, Ready,
+// from one of ferry's images, and never restarted.
+func expectFerryPodsReady(ctx context.Context, c *testbed.Cluster) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		pods, err := c.Kube.CoreV1().Pods(charts.Namespace).List(ctx, metav1.ListOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(pods.Items).NotTo(BeEmpty())
+		for _, p := range pods.Items {
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "%s: pod %s", c.Name, p.Name)
+			for _, cs := range p.Status.ContainerStatuses {
+				g.Expect(cs.Ready).To(BeTrue(), "%s: pod %s container %s not Ready", c.Name, p.Name, cs.Name)
+				g.Expect(cs.RestartCount).To(BeZero(), "%s: pod %s container %s restarted", c.Name, p.Name, cs.Name)
+				g.Expect(cs.Image).To(HavePrefix(realImageRegistry+"/"), "%s: pod %s", c.Name, p.Name)
+			}
+		}
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+}
+
+func virtualNodeName(ctx context.Context, c *testbed.Cluster, provider ferryv1alpha1.ClusterID) string {
+	GinkgoHelper()
+	var nodes corev1.NodeList
+	Expect(c.Client.List(ctx, &nodes, client.MatchingLabels{ferryv1alpha1.LabelClusterID: string(provider)})).To(Succeed())
+	Expect(nodes.Items).To(HaveLen(1))
+	return nodes.Items[0].Name
+}
+
+// dumpFerryPods prints the state and last log lines of ferry's pods, for a
+// failed spec.
+func dumpFerryPods(ctx context.Context, c *testbed.Cluster) {
+	pods, err := c.Kube.CoreV1().Pods(charts.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		GinkgoWriter.Printf("%s: list ferry pods: %v\n", c.Name, err)
+		return
+	}
+	for _, p := range pods.Items {
+		GinkgoWriter.Printf("==== %s: pod %s on %s: %s\n", c.Name, p.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, cs := range p.Status.ContainerStatuses {
+			GinkgoWriter.Printf("  %s ready=%t restarts=%d state=%+v last=%+v\n", cs.Name, cs.Ready, cs.RestartCount, cs.State, cs.LastTerminationState)
+			logs, _ := c.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name, TailLines: ptr.To[int64](30)}).DoRaw(ctx)
+			GinkgoWriter.Println(string(logs))
+		}
+	}
+}
