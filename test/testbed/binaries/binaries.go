@@ -72,7 +72,9 @@ const coreDNSModule = "test/testbed/binaries/coredns"
 type program struct {
 	name string
 	pkg  string
-	cold time.Duration // rough cold build time on 2 cores, shown as progress
+	// cold is the rough cold build time on 2 cores, shown as progress;
+	// the node programs' measured in one empty build cache, in this order.
+	cold time.Duration
 	set  Set
 	// static builds with CGO_ENABLED=0, for a binary alone in an image.
 	static bool
@@ -88,10 +90,10 @@ var programs = []program{
 	{name: KubeScheduler, pkg: "k8s.io/kubernetes/cmd/kube-scheduler", cold: 30 * time.Second, set: ControlPlane},
 	{name: Kubectl, pkg: "k8s.io/kubernetes/cmd/kubectl", cold: 30 * time.Second, set: ControlPlane},
 	{name: Kwok, pkg: "sigs.k8s.io/kwok/cmd/kwok", cold: 30 * time.Second, set: ControlPlane},
-	{name: Kubelet, pkg: "k8s.io/kubernetes/cmd/kubelet", cold: 7 * time.Minute, set: Node},
-	{name: KubeProxy, pkg: "k8s.io/kubernetes/cmd/kube-proxy", cold: time.Minute, set: Node},
-	{name: Agnhost, pkg: "k8s.io/kubernetes/test/images/agnhost", cold: 6 * time.Minute, set: Node, static: true},
-	{name: CoreDNS, pkg: "github.com/coredns/coredns", cold: 5 * time.Minute, set: Node, static: true, module: coreDNSModule},
+	{name: Kubelet, pkg: "k8s.io/kubernetes/cmd/kubelet", cold: 7*time.Minute + 30*time.Second, set: Node},
+	{name: KubeProxy, pkg: "k8s.io/kubernetes/cmd/kube-proxy", cold: 40 * time.Second, set: Node},
+	{name: Agnhost, pkg: "k8s.io/kubernetes/test/images/agnhost", cold: 3 * time.Minute, set: Node, static: true},
+	{name: CoreDNS, pkg: "github.com/coredns/coredns", cold: 3*time.Minute + 30*time.Second, set: Node, static: true, module: coreDNSModule},
 }
 
 // Names lists every program the test bed can run.
