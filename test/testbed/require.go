@@ -35,7 +35,7 @@ func RequireRealNodes(t testing.TB) {
 	} else if err := NodePackages(); err != nil {
 		missing = err
 	} else {
-		for _, name := range []string{binaries.Kubelet, binaries.KubeProxy} {
+		for _, name := range binaries.NamesOf(binaries.Node) {
 			if _, err := binaries.Path(name); err != nil {
 				missing = err
 				break
