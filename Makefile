@@ -8,7 +8,7 @@ GO      ?= go
 LABELS  ?=
 # Extra flags for go test, e.g. GOTESTFLAGS=-v.
 GOTESTFLAGS ?=
-TEST_TIMEOUT ?= 40m
+TEST_TIMEOUT ?= 50m
 # How long each fuzz target runs in make test and make fuzz.
 FUZZTIME ?= 5s
 # Packages make test runs without -race: the e2e suite (long; its processes

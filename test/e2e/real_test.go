@@ -198,21 +198,38 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	})
 
 	It("ran every ferry component without a restart", func(ctx context.Context) {
+		var total int64
 		for _, c := range []*testbed.Cluster{consumer, provider} {
 			expectFerryPodsReady(ctx, c)
+			rss, err := c.MemoryRSS()
+			Expect(err).NotTo(HaveOccurred())
+			var plane, nodes int64
+			for _, b := range rss {
+				plane += b
+			}
+			for _, n := range c.RealNodes {
+				b, err := n.MemoryRSS()
+				Expect(err).NotTo(HaveOccurred())
+				nodes += b
+			}
+			GinkgoWriter.Printf("%s: control plane %d MiB, real node with ferry's pods %d MiB\n", c.Name, plane>>20, nodes>>20)
+			total += plane + nodes
 		}
+		GinkgoWriter.Printf("the whole two-cluster real-node bed: %d MiB resident\n", total>>20)
 	})
 })
 
 // realInstallSets are the only values the real-node specs change from the
-// defaults: where the images are, and the gateway Service's type, a
-// NodePort, since the test bed, like a kubeadm cluster on bare metal, has no
-// load balancer (the default LoadBalancer would stay pending, and the
-// gateway with it, as README's fabric section says).
+// defaults: where the images are; the network fabric's gateway and route
+// agent on (off by default); and the gateway Service's type, a NodePort,
+// since the test bed, like a kubeadm cluster on bare metal, has no load
+// balancer (the default LoadBalancer would stay pending, and the gateway
+// with it, as README's fabric section says).
 func realInstallSets() []string {
 	return []string{
 		"images.registry=" + realImageRegistry,
 		"images.tag=" + realImageTag,
+		"network.gateway.enabled=true",
 		"network.gateway.serviceType=NodePort",
 	}
 }
@@ -221,7 +238,7 @@ func realInstallValues(id string) map[string]any {
 	return map[string]any{
 		"clusterID": id,
 		"images":    map[string]any{"registry": realImageRegistry, "tag": realImageTag},
-		"network":   map[string]any{"gateway": map[string]any{"serviceType": "NodePort"}},
+		"network":   map[string]any{"gateway": map[string]any{"enabled": true, "serviceType": "NodePort"}},
 	}
 }
 

@@ -662,3 +662,19 @@ egressSelections:
 		"--kubelet-preferred-address-types=InternalIP",
 	}, nil
 }
+
+// MemoryRSS is the resident memory of everything the node runs (its
+// programs, containerd's shims and the containers), summed over the
+// processes of its cgroup tree (pages shared between them count once per
+// process).
+func (n *RealNode) MemoryRSS() (int64, error) {
+	var total int64
+	for _, pid := range n.cgroup.pids() {
+		rss, err := (&process{name: strconv.Itoa(pid), cmd: &exec.Cmd{Process: &os.Process{Pid: pid}}}).rssBytes()
+		if err != nil {
+			continue // exited meanwhile
+		}
+		total += rss
+	}
+	return total, nil
+}

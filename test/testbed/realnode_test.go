@@ -114,9 +114,22 @@ func TestRealNodes(t *testing.T) {
 			}},
 		},
 	}
+	// A host-network pod, like ferry's route agent or kube-proxy as a
+	// DaemonSet, reaches Service IPs from the node's own namespace.
+	hostClient := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "host-client", Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeName: c.RealNodes[0].Name, HostNetwork: true,
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{
+				Name: "client", Image: testbed.AgnhostImage, ImagePullPolicy: corev1.PullNever,
+				Args: []string{"pause"},
+			}},
+		},
+	}
 	for _, o := range []interface {
 		GetName() string
-	}{dep, svc, client} {
+	}{dep, svc, client, hostClient} {
 		var err error
 		switch o := o.(type) {
 		case *appsv1.Deployment:
@@ -192,6 +205,16 @@ func TestRealNodes(t *testing.T) {
 		target := fmt.Sprintf("%s:%d", n.IP, svc.Spec.Ports[0].NodePort)
 		waitUntil(t, ctx, "NodePort "+target, func() error {
 			out, err := execIn(ctx, c, ns, "client", "/agnhost", "connect", "--timeout=3s", target)
+			if err != nil {
+				return fmt.Errorf("connect %s: %v: %s", target, err, out)
+			}
+			return nil
+		})
+	}
+
+	for _, target := range []string{"10.96.0.1:443", fmt.Sprintf("%s:80", svc.Spec.ClusterIP)} {
+		waitUntil(t, ctx, "host-network pod reaching "+target, func() error {
+			out, err := execIn(ctx, c, ns, "host-client", "/agnhost", "connect", "--timeout=3s", target)
 			if err != nil {
 				return fmt.Errorf("connect %s: %v: %s", target, err, out)
 			}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -89,7 +90,15 @@ func (u *Underlay) setUp() error {
 	if err := h.LinkSetUp(br); err != nil {
 		return fmt.Errorf("bring bridge %s up: %w", underlayBridge, err)
 	}
-	return nil
+	// Nodes' default routes end here: forward nothing (a new namespace
+	// starts so, unless the host's net.core.devconf_inherit_init_net
+	// copies its own settings; say it anyway).
+	return u.ns.Do(func() error {
+		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("0"), 0o644); err != nil {
+			return fmt.Errorf("turn forwarding off in the underlay: %w", err)
+		}
+		return nil
+	})
 }
 
 // allocate hands out the next free underlay address.
@@ -159,6 +168,20 @@ func (u *Underlay) plug(node *netns.Namespace, hostName string, a netip.Addr) er
 		if err := nh.LinkSetUp(l); err != nil {
 			return fmt.Errorf("node %s: bring %s up: %w", hostName, name, err)
 		}
+	}
+	// A default route, as every real node has: without one, the node's
+	// own connections to Service IPs (host-network pods, such as ferry's
+	// route agent, calling 10.96.0.1) fail with "network is unreachable"
+	// before kube-proxy's rules could translate them. It points at the
+	// bridge's address in the underlay namespace, which forwards nothing
+	// (a new namespace has forwarding off) and has no route out.
+	eth0, err := nh.LinkByName("eth0")
+	if err != nil {
+		return fmt.Errorf("node %s: find eth0: %w", hostName, err)
+	}
+	gw := UnderlaySubnet.Addr().Next()
+	if err := nh.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: gw.AsSlice()}); err != nil {
+		return fmt.Errorf("node %s: default route via %s: %w", hostName, gw, err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"io"
+	"net/url"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -139,4 +140,22 @@ func TestCheckAPIServerURL(t *testing.T) {
 			t.Errorf("checkAPIServerURL(%q) = %v, want ok=%t", in, err, ok)
 		}
 	}
+}
+
+// FuzzCheckAPIServerURL: whatever --provider-api-server-url holds, the check
+// does not panic, and what it accepts is an https URL with a host a client
+// can dial.
+func FuzzCheckAPIServerURL(f *testing.F) {
+	for _, s := range []string{"https://172.31.250.2:6443", "https://[fd00::1]:443", "http://a", "https://a:0", "https://a b", "https://%zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if checkAPIServerURL(s) != nil || s == "" {
+			return
+		}
+		u, err := url.Parse(s)
+		if err != nil || u.Scheme != "https" || u.Hostname() == "" {
+			t.Fatalf("accepted %q: %v %+v", s, err, u)
+		}
+	})
 }
