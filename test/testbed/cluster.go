@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/fabric/netns"
 	"github.com/ferry-io/ferry/test/testbed/binaries"
 )
 
@@ -127,6 +129,7 @@ type Cluster struct {
 	underlayIndex int
 	apiAddr       netip.Addr // the API server's underlay address
 	egress        *egressProxy
+	egressNS      atomic.Pointer[netns.Namespace] // where egress dials: the first real node's
 
 	apiServerArgs []string // to restart it as it was
 	etcdArgs      []string // the same for etcd

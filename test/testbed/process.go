@@ -80,20 +80,25 @@ func (p *process) stop(grace time.Duration) {
 
 // rssBytes is the process's resident memory, from /proc.
 func (p *process) rssBytes() (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	return rssOf(p.cmd.Process.Pid, p.name)
+}
+
+// rssOf is a process's resident memory, from /proc; name is for errors.
+func rssOf(pid int, name string) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, fmt.Errorf("read memory of %s: %w", p.name, err)
+		return 0, fmt.Errorf("read memory of %s: %w", name, err)
 	}
 	for line := range strings.SplitSeq(string(data), "\n") {
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			var kb int64
 			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
-				return 0, fmt.Errorf("parse VmRSS of %s: %w", p.name, err)
+				return 0, fmt.Errorf("parse VmRSS of %s: %w", name, err)
 			}
 			return kb * 1024, nil
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc status of " + p.name)
+	return 0, errors.New("no VmRSS in /proc status of " + name)
 }
 
 // logTail returns the last n lines the process wrote.

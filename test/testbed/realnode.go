@@ -534,6 +534,7 @@ func (c *Cluster) startRealNodes(ctx context.Context) error {
 		if err := n.start(ctx, i, images); err != nil {
 			return err
 		}
+		c.egressNS.CompareAndSwap(nil, n.netNS)
 	}
 	// kube-controller-manager gives each registered node a /24 of the
 	// cluster's range; the node's CNI configuration and the others' routes
@@ -588,14 +589,11 @@ func readyMessage(n *corev1.Node) string {
 }
 
 // dialInCluster dials addr from inside the cluster's first real node, for
-// the API server's egress proxy; before any node is up, from the underlay.
+// the API server's egress proxy; before it is up, from the underlay.
 func (c *Cluster) dialInCluster(ctx context.Context, addr string) (net.Conn, error) {
-	ns := c.underlay.ns
-	for _, n := range c.RealNodes {
-		if n.netNS != nil {
-			ns = n.netNS
-			break
-		}
+	ns := c.egressNS.Load()
+	if ns == nil {
+		ns = c.underlay.ns
 	}
 	return dialIn(ctx, ns, addr)
 }
@@ -670,7 +668,7 @@ egressSelections:
 func (n *RealNode) MemoryRSS() (int64, error) {
 	var total int64
 	for _, pid := range n.cgroup.pids() {
-		rss, err := (&process{name: strconv.Itoa(pid), cmd: &exec.Cmd{Process: &os.Process{Pid: pid}}}).rssBytes()
+		rss, err := rssOf(pid, fmt.Sprintf("process %d of node %s", pid, n.Name))
 		if err != nil {
 			continue // exited meanwhile
 		}
