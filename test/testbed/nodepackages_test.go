@@ -19,13 +19,13 @@ func writeExecutables(t *testing.T, dir string, names ...string) {
 
 func TestNodePackagesNamesWhatIsMissingAndTheTarget(t *testing.T) {
 	cni, bin, sbin := t.TempDir(), t.TempDir(), t.TempDir()
-	writeExecutables(t, cni, "bridge", "loopback", "ptp")
+	writeExecutables(t, cni, "bridge", "loopback", "ptp", "portmap")
 	// host-local is there but not executable.
 	if err := os.WriteFile(filepath.Join(cni, "host-local"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	writeExecutables(t, bin, "containerd", "ctr")
-	writeExecutables(t, sbin, "runc", "iptables") // found outside PATH
+	writeExecutables(t, sbin, "runc", "iptables", "nft") // found outside PATH
 	lookPath := func(name string) (string, error) {
 		p := filepath.Join(bin, name)
 		if executable(p) == nil {
