@@ -91,7 +91,7 @@ demo-down: ## Stop what make demo started (only its own processes; DEMO_FLAGS='-
 	@if [ -x bin/ferry-demo ]; then bin/ferry-demo down $(DEMO_FLAGS); else $(GO) run ./test/cmd/demo down $(DEMO_FLAGS); fi
 
 .PHONY: testbed
-testbed: node-packages ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and, for real nodes, kubelet, kube-proxy, agnhost and coredns into the cache, then the nodes' images beside them (agnhost, pause, CoreDNS as docker archives; a no-op when present; cold ≈ 12 min for the control plane, ≈ 15 min more for the node programs, on 2 cores).
+testbed: node-packages ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and, for real nodes, kubelet, kube-proxy, agnhost and coredns into the cache, then the nodes' images beside them (agnhost, pause, CoreDNS as docker archives; a no-op when present; cold ≈ 9 min for all on an idle 2-core machine, ≈ 26 min measured on a heavily loaded one).
 	$(GO) run ./test/cmd/testbed
 
 .PHONY: node-packages

@@ -582,6 +582,8 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		By("the provider returns: the evicted pods' remote copies go, nothing runs twice, the tolerant pod is untouched")
 		back := time.Now()
 		Expect(provider.StartAPIServer(ctx)).To(Succeed())
+		// Measured 17–47 s; once, in a full make test run beside the real
+		// nodes' specs, over 90 s (not attributed): the bound is 150 s.
 		Eventually(func(g Gomega) {
 			g.Expect(remotePods(ctx, g, map[string]string{"app": "evictable"})).To(BeEmpty(), "remote copies of evicted pods")
 			for _, sp := range shadowPods(ctx, g) {
@@ -590,7 +592,7 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 			for _, p := range localPods(ctx, g, map[string]string{"app": "evictable"}) {
 				g.Expect(evicted).NotTo(ContainElement(p.UID), "evicted pod %s still there", p.Name)
 			}
-		}).WithContext(ctx).WithTimeout(90*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(),
+		}).WithContext(ctx).WithTimeout(150*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(),
 			"bounded by the virtual kubelet's watches of the provider listing again (client-go backs off up to 30 s)")
 		AddReportEntry("orphaned remote copies removed after the provider returned", time.Since(back).String())
 		remote := remotePods(ctx, Default, map[string]string{"app": "tolerant"})
