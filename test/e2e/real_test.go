@@ -180,7 +180,7 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 
 		By("kubectl exec")
 		Eventually(func(g Gomega) {
-			out, err := framework.Exec(ctx, consumer, ns, pod.Name, "/agnhost", "etc-hosts")
+			out, err := consumer.Exec(ctx, ns, pod.Name, "/agnhost", "etc-hosts")
 			g.Expect(err).NotTo(HaveOccurred(), out)
 			// The kubelet-managed /etc/hosts of the real container names it.
 			g.Expect(out).To(ContainSubstring(remote.Status.PodIP))

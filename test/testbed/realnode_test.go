@@ -16,8 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
 
 	"github.com/ferry-io/ferry/test/testbed"
@@ -204,7 +202,7 @@ func TestRealNodes(t *testing.T) {
 	for _, n := range c.RealNodes {
 		target := fmt.Sprintf("%s:%d", n.IP, svc.Spec.Ports[0].NodePort)
 		waitUntil(t, ctx, "NodePort "+target, func() error {
-			out, err := execIn(ctx, c, ns, "client", "/agnhost", "connect", "--timeout=3s", target)
+			out, err := c.Exec(ctx, ns, "client", "/agnhost", "connect", "--timeout=3s", target)
 			if err != nil {
 				return fmt.Errorf("connect %s: %v: %s", target, err, out)
 			}
@@ -214,7 +212,7 @@ func TestRealNodes(t *testing.T) {
 
 	for _, target := range []string{"10.96.0.1:443", fmt.Sprintf("%s:80", svc.Spec.ClusterIP)} {
 		waitUntil(t, ctx, "host-network pod reaching "+target, func() error {
-			out, err := execIn(ctx, c, ns, "host-client", "/agnhost", "connect", "--timeout=3s", target)
+			out, err := c.Exec(ctx, ns, "host-client", "/agnhost", "connect", "--timeout=3s", target)
 			if err != nil {
 				return fmt.Errorf("connect %s: %v: %s", target, err, out)
 			}
@@ -378,18 +376,4 @@ func waitUntil(t *testing.T, ctx context.Context, what string, check func() erro
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-// execIn runs a command in a pod's first container through the API server
-// and the kubelet, as kubectl exec does.
-func execIn(ctx context.Context, c *testbed.Cluster, ns, pod string, cmd ...string) (string, error) {
-	req := c.Kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	exec, err := remotecommand.NewWebSocketExecutor(c.Config, "GET", req.URL().String())
-	if err != nil {
-		return "", err
-	}
-	var out bytes.Buffer
-	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
-	return out.String(), err
 }

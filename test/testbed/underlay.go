@@ -113,20 +113,31 @@ func (u *Underlay) allocate() (netip.Addr, error) {
 	return a, nil
 }
 
+// bridge opens netlink in the underlay namespace and finds its bridge; the
+// caller closes the handle.
+func (u *Underlay) bridge() (*netlink.Handle, netlink.Link, error) {
+	h, err := netlink.NewHandleAt(u.ns.Handle())
+	if err != nil {
+		return nil, nil, fmt.Errorf("netlink in the underlay namespace: %w", err)
+	}
+	br, err := h.LinkByName(underlayBridge)
+	if err != nil {
+		h.Close()
+		return nil, nil, fmt.Errorf("find bridge %s: %w", underlayBridge, err)
+	}
+	return h, br, nil
+}
+
 // plug connects a node's network namespace to the bridge: a veth pair made
 // in the underlay namespace, one end on the bridge, the other moved into
 // the node's namespace as eth0 with address a. The host's namespace never
 // holds either end.
 func (u *Underlay) plug(node *netns.Namespace, hostName string, a netip.Addr) error {
-	h, err := netlink.NewHandleAt(u.ns.Handle())
+	h, br, err := u.bridge()
 	if err != nil {
-		return fmt.Errorf("netlink in the underlay namespace: %w", err)
+		return err
 	}
 	defer h.Close()
-	br, err := h.LinkByName(underlayBridge)
-	if err != nil {
-		return fmt.Errorf("find bridge: %w", err)
-	}
 	veth := &netlink.Veth{
 		LinkAttrs: netlink.LinkAttrs{Name: hostName, MasterIndex: br.Attrs().Index},
 		PeerName:  "eth0",
@@ -190,15 +201,11 @@ func (u *Underlay) plug(node *netns.Namespace, hostName string, a netip.Addr) er
 // connection on to 127.0.0.1:port of the host (an API server). The address
 // is added to the bridge first.
 func (u *Underlay) forward(a netip.Addr, port int) error {
-	h, err := netlink.NewHandleAt(u.ns.Handle())
+	h, br, err := u.bridge()
 	if err != nil {
-		return fmt.Errorf("netlink in the underlay namespace: %w", err)
+		return err
 	}
 	defer h.Close()
-	br, err := h.LinkByName(underlayBridge)
-	if err != nil {
-		return fmt.Errorf("find bridge: %w", err)
-	}
 	if err := h.AddrAdd(br, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
 		return fmt.Errorf("add %s to the underlay bridge: %w", a, err)
 	}

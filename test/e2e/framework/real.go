@@ -13,10 +13,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/portforward"
-	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 
 	"github.com/ferry-io/ferry/test/testbed"
@@ -42,20 +39,6 @@ func BuildFerryImages(ctx context.Context, registry, tag string) string {
 	_, err = images.ExportComponents(layout, registry, tag, tarball)
 	Expect(err).NotTo(HaveOccurred())
 	return tarball
-}
-
-// Exec runs a command in a pod's first container through the API server,
-// as kubectl exec does, and returns its stdout and stderr.
-func Exec(ctx context.Context, c *testbed.Cluster, ns, pod string, command ...string) (string, error) {
-	req := c.Kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	executor, err := remotecommand.NewWebSocketExecutor(c.Config, "GET", req.URL().String())
-	if err != nil {
-		return "", err
-	}
-	var out bytes.Buffer
-	err = executor.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
-	return out.String(), err
 }
 
 // PortForward forwards a local port on 127.0.0.1 to port of a pod through
