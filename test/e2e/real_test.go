@@ -34,9 +34,19 @@ const (
 	realImageTag      = "e2e"
 )
 
+// The real-node bed the specs below share, in the order they are listed:
+// set by the container's BeforeAll. Specs of one area live in their own file
+// (real_*_test.go) as functions reading it, listed in the container.
+var (
+	realConsumer, realProvider *testbed.Cluster
+)
+
+// The cluster IDs of the real-node bed.
+const realConsumerID, realProviderID = "real-consumer", "real-provider"
+
 var _ = Describe("ferry on real nodes, from its own images", Label("real"), Ordered, func() {
 	var consumer, provider *testbed.Cluster
-	const consumerID, providerID = "real-consumer", "real-provider"
+	const consumerID, providerID = realConsumerID, realProviderID
 
 	BeforeAll(func(ctx context.Context) {
 		By("building ferry's images for linux/amd64 (hack/images) and exporting them for containerd")
@@ -53,6 +63,7 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 			testbed.Options{Name: "real-consumer", RealNodes: 1, Underlay: u, Images: []string{tarball}},
 			testbed.Options{Name: "real-provider", RealNodes: 1, Underlay: u, Images: []string{tarball}})
 		consumer, provider = clusters[0], clusters[1]
+		realConsumer, realProvider = consumer, provider
 		GinkgoWriter.Printf("two clusters with real nodes up in %s\n", time.Since(start).Round(time.Second))
 		DeferCleanup(func(ctx context.Context) {
 			if CurrentSpecReport().Failed() {
