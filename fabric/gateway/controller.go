@@ -81,8 +81,11 @@ type Reconciler struct {
 	keys    *keyStore
 	metrics *collector
 	probes  sync.Map // cluster ID → time.Duration, the last round trip measured
-	mu      sync.Mutex
-	names   map[string]string // public key → cluster ID, of the plan in force
+	// probeErrs holds why the last probe of a peer failed (cluster ID →
+	// string), said in its TunnelUp message.
+	probeErrs sync.Map
+	mu        sync.Mutex
+	names     map[string]string // public key → cluster ID, of the plan in force
 }
 
 // peerNames maps the tunnel's peers' public keys to cluster IDs.
@@ -286,6 +289,10 @@ func (r *Reconciler) report(ctx context.Context, ncs []ferryv1alpha1.NetworkConf
 			default:
 				cond.Status, cond.Reason = metav1.ConditionTrue, "Handshake"
 				cond.Message = fmt.Sprintf("%s tunnel to %s, pods %s routed there", applied.Kind, tunnel.Endpoint, p.Pods.To)
+				if why, ok := r.probeErrs.Load(string(id)); ok {
+					// The tunnel is up, but its round trip is unknown: say why.
+					cond.Message += fmt.Sprintf("; round-trip probe of %s failed: %s", p.Probe, why)
+				}
 			}
 		}
 		if err := r.writeTunnel(ctx, nc, cond, tunnel); err != nil {

@@ -27,15 +27,18 @@ func (r *Reconciler) probe(ctx context.Context, plan Plan) {
 	for _, p := range plan.Peers {
 		if !p.Probe.IsValid() {
 			r.probes.Delete(string(p.ClusterID))
+			r.probeErrs.Delete(string(p.ClusterID))
 			continue
 		}
 		rtt, err := r.DataPlane.Ping(p.Probe, probeTimeout)
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("Round-trip probe failed", "peer", p.ClusterID, "address", p.Probe, "err", err)
 			r.probes.Delete(string(p.ClusterID))
+			r.probeErrs.Store(string(p.ClusterID), err.Error())
 			continue
 		}
 		r.probes.Store(string(p.ClusterID), rtt)
+		r.probeErrs.Delete(string(p.ClusterID))
 	}
 }
 

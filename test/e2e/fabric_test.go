@@ -338,7 +338,14 @@ var _ = Describe("Network fabric", Label("fabric"), Ordered, func() {
 			g.Expect(nc.Status.Tunnel).NotTo(BeNil())
 			g.Expect(nc.Status.Tunnel.LastHandshakeTime).NotTo(BeNil())
 			g.Expect(nc.Status.Tunnel.RoundTripTime).NotTo(BeNil())
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(60*time.Second).Should(Succeed(), func() string {
+			// Seen once in CI (not reproduced): the data path worked, the
+			// report did not come. Say what the gateway wrote and logged.
+			var nc ferryv1alpha1.NetworkConfig
+			err := consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: "eu"}, &nc)
+			return fmt.Sprintf("NetworkConfig eu (err %v): conditions %+v, tunnel %+v\nconsumer gateway log:\n%s",
+				err, nc.Status.Conditions, nc.Status.Tunnel, tail(gateways["consumer"].Log(), 60))
+		})
 		out, err := ferryctl(ctx, "status", "--kubeconfig", consumer.KubeconfigPath)
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(MatchRegexp(`eu\s.*\bup\b`))
