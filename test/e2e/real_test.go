@@ -53,6 +53,9 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 		start := time.Now()
 		tarball := framework.BuildFerryImages(ctx, realImageRegistry, realImageTag)
 		GinkgoWriter.Printf("ferry's images built and exported in %s\n", time.Since(start).Round(time.Second))
+		start = time.Now()
+		kubectl := framework.BuildKubectlImage(ctx)
+		GinkgoWriter.Printf("kubectl's image built in %s\n", time.Since(start).Round(time.Second))
 
 		By("starting two clusters with a real node each, on one underlay")
 		u, err := testbed.NewUnderlay()
@@ -60,8 +63,8 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 		DeferCleanup(u.Close)
 		start = time.Now()
 		clusters := framework.StartClusters(ctx,
-			testbed.Options{Name: "real-consumer", RealNodes: 1, Underlay: u, Images: []string{tarball}},
-			testbed.Options{Name: "real-provider", RealNodes: 1, Underlay: u, Images: []string{tarball}})
+			testbed.Options{Name: "real-consumer", RealNodes: 1, Underlay: u, Images: []string{tarball, kubectl}},
+			testbed.Options{Name: "real-provider", RealNodes: 1, Underlay: u, Images: []string{tarball, kubectl}})
 		consumer, provider = clusters[0], clusters[1]
 		realConsumer, realProvider = consumer, provider
 		GinkgoWriter.Printf("two clusters with real nodes up in %s\n", time.Since(start).Round(time.Second))
@@ -207,6 +210,8 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 		Expect(resp.StatusCode).To(Equal(http.StatusOK))
 		Expect(string(body)).To(Equal("through-two-clusters"))
 	})
+
+	It("lets an offloaded pod use the consumer's API server with its own service account's token (kubectl in the pod, in-cluster configuration)", realAPIServerFromOffloadedPod)
 
 	It("ran every ferry component without a restart", func(ctx context.Context) {
 		var total int64

@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -123,30 +124,49 @@ func (ni nodeImage) ensure(dir string, out io.Writer) (Tarball, error) {
 		return t, nil
 	}
 	start := time.Now()
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return t, fmt.Errorf("image %s: %w", t.Refs[0], err)
-	}
-	layer, err := binaryLayer("/"+ni.binary, data)
-	if err != nil {
-		return t, fmt.Errorf("image %s: layer: %w", t.Refs[0], err)
-	}
-	refs := map[name.Reference]v1.Image{}
+	entrypoints := map[string][]string{}
 	for _, im := range ni.images {
-		img, err := imageOf(layer, im.entrypoint, ni.binary)
-		if err != nil {
-			return t, fmt.Errorf("image %s: %w", im.ref, err)
-		}
-		ref, err := name.ParseReference(im.ref)
-		if err != nil {
-			return t, fmt.Errorf("image reference %q: %w", im.ref, err)
-		}
-		refs[ref] = img
+		entrypoints[im.ref] = im.entrypoint
 	}
-	if err := writeAtomically(t.Path, refs); err != nil {
+	if _, err := Write(t.Path, bin, entrypoints); err != nil {
 		return t, err
 	}
 	fmt.Fprintf(out, "testbed: image %s written to %s in %s\n", strings.Join(t.Refs, ", "), t.Path, time.Since(start).Round(100*time.Millisecond))
+	return t, nil
+}
+
+// Write writes a docker-archive at path holding, for each reference in
+// entrypoints, a linux/amd64 image of the one static binary bin (at
+// /<its file name>) run by that entrypoint, for Options.Images of real
+// nodes. The archive appears whole or not at all.
+func Write(path, bin string, entrypoints map[string][]string) (Tarball, error) {
+	t := Tarball{Path: path}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return t, fmt.Errorf("image of %s: %w", bin, err)
+	}
+	base := filepath.Base(bin)
+	layer, err := binaryLayer("/"+base, data)
+	if err != nil {
+		return t, fmt.Errorf("image of %s: layer: %w", bin, err)
+	}
+	refs := map[name.Reference]v1.Image{}
+	for r, entrypoint := range entrypoints {
+		img, err := imageOf(layer, entrypoint, base)
+		if err != nil {
+			return t, fmt.Errorf("image %s: %w", r, err)
+		}
+		ref, err := name.ParseReference(r)
+		if err != nil {
+			return t, fmt.Errorf("image reference %q: %w", r, err)
+		}
+		refs[ref] = img
+		t.Refs = append(t.Refs, r)
+	}
+	sort.Strings(t.Refs)
+	if err := writeAtomically(path, refs); err != nil {
+		return t, err
+	}
 	return t, nil
 }
 
