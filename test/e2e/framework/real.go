@@ -5,9 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -17,29 +14,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 
 	"github.com/ferry-io/ferry/test/testbed"
-	"github.com/ferry-io/ferry/test/testbed/images"
 )
-
-// BuildFerryImages builds every ferry component's image for linux/amd64
-// with hack/images (as `make images IMAGE_PLATFORMS=linux/amd64` does)
-// into a folder removed when the calling container ends, and exports them as one archive tagged
-// <registry>/<component>:<tag> for Options.Images of real nodes. It returns
-// the archive's path.
-func BuildFerryImages(ctx context.Context, registry, tag string) string {
-	GinkgoHelper()
-	dir, err := os.MkdirTemp("", "ferry-e2e-images-")
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(os.RemoveAll, dir)
-	layout := filepath.Join(dir, "layout")
-	cmd := exec.CommandContext(ctx, "go", "run", "./hack/images", "-platforms", "linux/amd64", "-version", tag, "-out", layout)
-	cmd.Dir = RepoRoot()
-	out, err := cmd.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "hack/images:\n%s", out)
-	tarball := filepath.Join(dir, "ferry-images.tar")
-	_, err = images.ExportComponents(layout, registry, tag, tarball)
-	Expect(err).NotTo(HaveOccurred())
-	return tarball
-}
 
 // PortForward forwards a local port on 127.0.0.1 to port of a pod through
 // the API server, as kubectl port-forward does; it returns the local port
