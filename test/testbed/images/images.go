@@ -230,3 +230,28 @@ func imageOf(layer v1.Layer, entrypoint []string, title string) (v1.Image, error
 	}
 	return mutate.CreatedAt(img, v1.Time{Time: epoch})
 }
+
+// WriteBinaryImage writes to path a docker-archive of one image, ref, that
+// holds the static linux/amd64 executable bin alone, as /<its name>, and
+// runs it (with the container's args) as root: how programs a test builds
+// reach real nodes (Options.Images of the test bed).
+func WriteBinaryImage(ref, bin, path string) error {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return fmt.Errorf("image %s: %w", ref, err)
+	}
+	base := filepath.Base(bin)
+	layer, err := binaryLayer("/"+base, data)
+	if err != nil {
+		return fmt.Errorf("image %s: layer: %w", ref, err)
+	}
+	img, err := imageOf(layer, []string{"/" + base}, base)
+	if err != nil {
+		return fmt.Errorf("image %s: %w", ref, err)
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	return writeAtomically(path, map[name.Reference]v1.Image{r: img})
+}
