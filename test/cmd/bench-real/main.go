@@ -21,7 +21,7 @@ import (
 func main() {
 	opts := realnodes.Options{Out: os.Stdout}
 	flag.IntVar(&opts.Pods, "pods", 30, "pods of each kind (offloaded, direct) the start measurement creates, a pair at a time")
-	flag.DurationVar(&opts.StartInterval, "start-interval", time.Second, "time between two pairs of pods")
+	flag.DurationVar(&opts.StartInterval, "start-interval", time.Second, "time between two pairs of pods; 0: each pair once the one before is Ready (paced, no pod waits behind another)")
 	flag.IntVar(&opts.Requests, "requests", 1500, "HTTP requests timed per side")
 	flag.IntVar(&opts.Rounds, "rounds", 3, "rounds the requests are split into, alternating which side goes first")
 	flag.DurationVar(&opts.Stream, "stream", 5*time.Second, "length of each TCP stream")

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,7 +60,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 }
 
 func measure(ctx context.Context, consumer, provider *testbed.Cluster, opts Options) error {
-	r := Result{Pods: opts.Pods, Requests: opts.Requests}
+	r := Result{Pods: opts.Pods, Requests: opts.Requests, StartInterval: opts.StartInterval}
 
 	// Pod start, offloaded and direct in alternation.
 	for _, ns := range []struct {
@@ -95,20 +97,32 @@ func measure(ctx context.Context, consumer, provider *testbed.Cluster, opts Opti
 	}
 	srv, err := startServers(ctx, consumer, provider, "bench-net", netTwin, 2, 3*time.Minute)
 	if err != nil {
-		r.RequestDirect.Err, r.RequestOffload.Err, r.ThroughputDirect.Err, r.ThroughputOffload.Err = err, err, err, err
+		r.RequestDirect.Err, r.RequestOffload.Err, r.RequestUnderlay.Err = err, err, err
+		r.ThroughputDirect.Err, r.ThroughputOffload.Err, r.ThroughputUnderlay.Err = err, err, err
 	} else {
-		fmt.Fprintf(opts.Out, "bench-real: probe servers: Service %s in the consumer, %s in the provider; server-0 at %s in the consumer, %s in the provider\n",
-			srv.ConsumerServiceIP, srv.ProviderServiceIP, srv.ConsumerPodIP, srv.ProviderPodIP)
-		r.RequestDirect, r.RequestOffload, r.ThroughputDirect, r.ThroughputOffload = measureNetwork(ctx,
-			side{name: "direct", c: provider, namespace: "bench-client", serviceIP: srv.ProviderServiceIP, podIP: srv.ProviderPodIP},
-			side{name: "offload", c: consumer, namespace: "bench-client", serviceIP: srv.ConsumerServiceIP, podIP: srv.ConsumerPodIP},
-			netOptions{Requests: opts.Requests, Rounds: opts.Rounds, Stream: opts.Stream, StreamRounds: opts.StreamRounds}, opts.Out)
+		fmt.Fprintf(opts.Out, "bench-real: probe servers: Service %s in the consumer, %s in the provider (node ports %d, %d); server-0 at %s in the consumer, %s in the provider\n",
+			srv.ConsumerServiceIP, srv.ProviderServiceIP, srv.NodePortHTTP, srv.NodePortTCP, srv.ConsumerPodIP, srv.ProviderPodIP)
+		nodeIP := provider.RealNodes[0].IP.String()
+		reqs, tps := measureNetwork(ctx, []side{
+			{name: "direct", c: provider, namespace: "bench-client",
+				url: httpURL(srv.ProviderServiceIP, 80), addr: net.JoinHostPort(srv.ProviderPodIP, strconv.Itoa(tcpPort))},
+			{name: "offload", c: consumer, namespace: "bench-client",
+				url: httpURL(srv.ConsumerServiceIP, 80), addr: net.JoinHostPort(srv.ConsumerPodIP, strconv.Itoa(tcpPort))},
+			{name: "underlay", c: consumer, namespace: "bench-client",
+				url: httpURL(nodeIP, srv.NodePortHTTP), addr: net.JoinHostPort(nodeIP, strconv.Itoa(int(srv.NodePortTCP)))},
+		}, netOptions{Requests: opts.Requests, Rounds: opts.Rounds, Stream: opts.Stream, StreamRounds: opts.StreamRounds}, opts.Out)
+		r.RequestDirect, r.RequestOffload, r.RequestUnderlay = *reqs["direct"], *reqs["offload"], *reqs["underlay"]
+		r.ThroughputDirect, r.ThroughputOffload, r.ThroughputUnderlay = *tps["direct"], *tps["offload"], *tps["underlay"]
 	}
 	r.Print(opts.Out)
 	if fs := r.Failures(); len(fs) > 0 {
 		return fmt.Errorf("%d measurements failed (see FAILED lines)", len(fs))
 	}
 	return nil
+}
+
+func httpURL(host string, port int32) string {
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(int(port))) + "/"
 }
 
 func createNamespace(ctx context.Context, c *testbed.Cluster, name string) error {

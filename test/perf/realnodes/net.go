@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,8 +25,11 @@ import (
 const (
 	serverLabel = "bench-probe-server"
 	serviceName = "probe"
-	httpPort    = 8080
-	tcpPort     = 5201
+	// nodePortServiceName is the provider's own NodePort Service of the
+	// servers, beside the reflected one.
+	nodePortServiceName = "probe-nodeport"
+	httpPort            = 8080
+	tcpPort             = 5201
 )
 
 var probeResources = corev1.ResourceRequirements{Requests: corev1.ResourceList{
@@ -50,10 +53,11 @@ func serverPod(namespace, name string) *corev1.Pod {
 	}
 }
 
-func service(namespace string) *corev1.Service {
+func service(namespace, name string, typ corev1.ServiceType) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: serviceName, Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: corev1.ServiceSpec{
+			Type:     typ,
 			Selector: map[string]string{"app": serverLabel},
 			Ports: []corev1.ServicePort{
 				{Name: "http", Port: 80, TargetPort: intstr.FromInt32(httpPort)},
@@ -71,6 +75,10 @@ type servers struct {
 	// PodIP of the first server as each cluster shows it: the consumer in
 	// the range standing for the provider's pods, the provider its own.
 	ConsumerPodIP, ProviderPodIP string
+	// NodePortHTTP and NodePortTCP are the ports of a NodePort Service
+	// selecting the same pods, made in the provider's twin namespace: the
+	// way across the underlay without ferry's fabric.
+	NodePortHTTP, NodePortTCP int32
 }
 
 // startServers creates n probe servers in the offloaded namespace and the
@@ -83,11 +91,16 @@ func startServers(ctx context.Context, consumer, provider *testbed.Cluster, offl
 			return s, fmt.Errorf("%s: create server pod: %w", consumer.Name, err)
 		}
 	}
-	if _, err := consumer.Kube.CoreV1().Services(offloaded).Create(ctx, service(offloaded), metav1.CreateOptions{}); err != nil {
+	if _, err := consumer.Kube.CoreV1().Services(offloaded).Create(ctx, service(offloaded, serviceName, corev1.ServiceTypeClusterIP), metav1.CreateOptions{}); err != nil {
 		return s, fmt.Errorf("%s: create Service %s/%s: %w", consumer.Name, offloaded, serviceName, err)
 	}
+	np, err := provider.Kube.CoreV1().Services(twin).Create(ctx, service(twin, nodePortServiceName, corev1.ServiceTypeNodePort), metav1.CreateOptions{})
+	if err != nil {
+		return s, fmt.Errorf("%s: create Service %s/%s: %w", provider.Name, twin, nodePortServiceName, err)
+	}
+	s.NodePortHTTP, s.NodePortTCP = np.Spec.Ports[0].NodePort, np.Spec.Ports[1].NodePort
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		last = nil
 		for _, side := range []struct {
 			c      *testbed.Cluster
@@ -95,7 +108,7 @@ func startServers(ctx context.Context, consumer, provider *testbed.Cluster, offl
 			svcIP  *string
 			pod0IP *string
 		}{{consumer, offloaded, &s.ConsumerServiceIP, &s.ConsumerPodIP}, {provider, twin, &s.ProviderServiceIP, &s.ProviderPodIP}} {
-			if err := readyEndpoints(ctx, side.c, side.ns, n); err != nil {
+			if err := readyEndpoints(ctx, side.c, side.ns, serviceName, n); err != nil {
 				last = err
 				return false, nil
 			}
@@ -111,6 +124,10 @@ func startServers(ctx context.Context, consumer, provider *testbed.Cluster, offl
 			}
 			*side.svcIP, *side.pod0IP = svc.Spec.ClusterIP, pod.Status.PodIP
 		}
+		if err := readyEndpoints(ctx, provider, twin, nodePortServiceName, n); err != nil {
+			last = err
+			return false, nil
+		}
 		return true, nil
 	})
 	if err != nil {
@@ -119,13 +136,13 @@ func startServers(ctx context.Context, consumer, provider *testbed.Cluster, offl
 	return s, nil
 }
 
-func readyEndpoints(ctx context.Context, c *testbed.Cluster, namespace string, want int) error {
-	slices, err := c.Kube.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + serviceName})
+func readyEndpoints(ctx context.Context, c *testbed.Cluster, namespace, service string, want int) error {
+	list, err := c.Kube.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
 	if err != nil {
-		return fmt.Errorf("%s: EndpointSlices of %s/%s: %w", c.Name, namespace, serviceName, err)
+		return fmt.Errorf("%s: EndpointSlices of %s/%s: %w", c.Name, namespace, service, err)
 	}
 	ready := 0
-	for _, sl := range slices.Items {
+	for _, sl := range list.Items {
 		for _, e := range sl.Endpoints {
 			if e.Conditions.Ready == nil || *e.Conditions.Ready {
 				ready += len(e.Addresses)
@@ -133,7 +150,7 @@ func readyEndpoints(ctx context.Context, c *testbed.Cluster, namespace string, w
 		}
 	}
 	if ready < want {
-		return fmt.Errorf("%s: Service %s/%s has %d ready endpoints, want %d", c.Name, namespace, serviceName, ready, want)
+		return fmt.Errorf("%s: Service %s/%s has %d ready endpoints, want %d", c.Name, namespace, service, ready, want)
 	}
 	return nil
 }
@@ -196,13 +213,12 @@ type tcpResult struct {
 }
 
 // side is one client's place: the cluster and namespace its pods run in,
-// and the address it reaches the servers at.
+// the URL it requests and the address it streams to.
 type side struct {
 	name      string
 	c         *testbed.Cluster
 	namespace string
-	serviceIP string
-	podIP     string
+	url, addr string
 }
 
 // netOptions of measureNetwork.
@@ -212,37 +228,33 @@ type netOptions struct {
 	StreamRounds     int
 }
 
-// measureNetwork times requests and streams from both sides in rounds
-// that alternate which side goes first; a side that fails stops being
-// measured, and its error is its result.
-func measureNetwork(ctx context.Context, direct, offload side, opts netOptions, log io.Writer) (reqDirect, reqOffload Durations, tpDirect, tpOffload Throughput) {
-	reqs := map[string]*Durations{direct.name: &reqDirect, offload.name: &reqOffload}
+// measureNetwork times requests and streams from each side in rounds that
+// rotate which side goes first; a side that fails stops being measured,
+// and its error is its result.
+func measureNetwork(ctx context.Context, sides []side, opts netOptions, log io.Writer) (map[string]*Durations, map[string]*Throughput) {
+	reqs, tps := map[string]*Durations{}, map[string]*Throughput{}
+	for _, sd := range sides {
+		reqs[sd.name], tps[sd.name] = &Durations{}, &Throughput{}
+	}
 	perRound := max(opts.Requests/opts.Rounds, 1)
 	for r := range opts.Rounds {
-		order := []side{direct, offload}
-		if r%2 == 1 {
-			order = []side{offload, direct}
-		}
-		for _, sd := range order {
+		for _, sd := range rotate(sides, r) {
 			d := reqs[sd.name]
 			if d.Err != nil {
 				continue
 			}
-			url := "http://" + net.JoinHostPort(sd.serviceIP, "80") + "/"
 			var res httpResult
 			err := runProbe(ctx, sd.c, sd.namespace, fmt.Sprintf("http-%s-%d", sd.name, r),
-				[]string{"http", "-url=" + url, "-n=" + strconv.Itoa(perRound)}, 5*time.Minute, &res)
+				[]string{"http", "-url=" + sd.url, "-n=" + strconv.Itoa(perRound)}, 5*time.Minute, &res)
 			switch {
 			case err != nil:
 				d.Err = err
 			case res.Errors > 0:
-				d.Err = fmt.Errorf("%s: %d of %d requests to %s failed, first: %s", sd.c.Name, res.Errors, res.Errors+len(res.SamplesMicros), url, res.FirstError)
+				d.Err = fmt.Errorf("%s: %d of %d requests to %s failed, first: %s", sd.c.Name, res.Errors, res.Errors+len(res.SamplesMicros), sd.url, res.FirstError)
 			default:
-				for _, us := range res.SamplesMicros {
-					d.Samples = append(d.Samples, time.Duration(us)*time.Microsecond)
-				}
-				fmt.Fprintf(log, "requests %s round %d: %d to %s, p50 %s p99 %s\n", sd.name, r, len(res.SamplesMicros), url,
-					Durations{Samples: durations(res.SamplesMicros)}.P(50), Durations{Samples: durations(res.SamplesMicros)}.P(99))
+				d.Samples = append(d.Samples, durations(res.SamplesMicros)...)
+				round := Durations{Samples: durations(res.SamplesMicros)}
+				fmt.Fprintf(log, "requests %s round %d: %d to %s, p50 %s p99 %s\n", sd.name, r, len(res.SamplesMicros), sd.url, round.P(50), round.P(99))
 			}
 			if d.Err != nil {
 				d.Samples = nil
@@ -250,30 +262,24 @@ func measureNetwork(ctx context.Context, direct, offload side, opts netOptions, 
 			}
 		}
 	}
-	tps := map[string]*Throughput{direct.name: &tpDirect, offload.name: &tpOffload}
 	for r := range opts.StreamRounds {
-		order := []side{direct, offload}
-		if r%2 == 1 {
-			order = []side{offload, direct}
-		}
-		for _, sd := range order {
+		for _, sd := range rotate(sides, r) {
 			t := tps[sd.name]
 			if t.Err != nil {
 				continue
 			}
-			addr := net.JoinHostPort(sd.podIP, strconv.Itoa(tcpPort))
 			var res tcpResult
 			err := runProbe(ctx, sd.c, sd.namespace, fmt.Sprintf("tcp-%s-%d", sd.name, r),
-				[]string{"tcp", "-addr=" + addr, "-duration=" + opts.Stream.String()}, opts.Stream+2*time.Minute, &res)
+				[]string{"tcp", "-addr=" + sd.addr, "-duration=" + opts.Stream.String()}, opts.Stream+2*time.Minute, &res)
 			switch {
 			case err != nil:
 				t.Err = err
 			case res.Error != "":
-				t.Err = fmt.Errorf("%s: stream to %s: %s", sd.c.Name, addr, res.Error)
+				t.Err = fmt.Errorf("%s: stream to %s: %s", sd.c.Name, sd.addr, res.Error)
 			default:
 				t.Bytes += res.Bytes
 				t.Seconds += res.Seconds
-				fmt.Fprintf(log, "stream %s round %d: %d MB to %s in %.2f s: %.0f Mbit/s\n", sd.name, r, res.Bytes>>20, addr, res.Seconds,
+				fmt.Fprintf(log, "stream %s round %d: %d MiB to %s in %.2f s: %.0f Mbit/s\n", sd.name, r, res.Bytes>>20, sd.addr, res.Seconds,
 					Throughput{Bytes: res.Bytes, Seconds: res.Seconds}.MbitPerSecond())
 			}
 			if t.Err != nil {
@@ -282,7 +288,14 @@ func measureNetwork(ctx context.Context, direct, offload side, opts netOptions, 
 			}
 		}
 	}
-	return reqDirect, reqOffload, tpDirect, tpOffload
+	return reqs, tps
+}
+
+// rotate is sides starting at the r-th, so that each round another side
+// goes first.
+func rotate(sides []side, r int) []side {
+	k := r % len(sides)
+	return append(slices.Clone(sides[k:]), sides[:k]...)
 }
 
 func durations(us []int64) []time.Duration {

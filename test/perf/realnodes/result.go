@@ -58,6 +58,15 @@ type Result struct {
 	// ThroughputDirect from a provider pod, ThroughputOffload from a
 	// consumer pod, to the same offloaded pod.
 	ThroughputDirect, ThroughputOffload Throughput
+	// RequestUnderlay and ThroughputUnderlay are from the consumer pod to
+	// the same pods through a NodePort Service of the provider's node:
+	// across the underlay without ferry's fabric, what crossing from one
+	// real node to the other costs alone.
+	RequestUnderlay    Durations
+	ThroughputUnderlay Throughput
+	// StartInterval is the time between two pairs of start pods; 0: each
+	// pair once the one before is Ready.
+	StartInterval time.Duration
 }
 
 // StartP99Ratio is the offloaded pods' p99 start over the direct ones'.
@@ -70,10 +79,20 @@ func (r Result) StartP99Ratio() (float64, bool) {
 
 // RequestAdded is what the offloaded path adds at percentile p.
 func (r Result) RequestAdded(p float64) (time.Duration, bool) {
-	if !r.RequestDirect.OK() || !r.RequestOffload.OK() {
+	return added(r.RequestOffload, r.RequestDirect, p)
+}
+
+// RequestFabricAdded is what the offloaded path adds at percentile p to
+// the underlay path (a NodePort of the provider's node).
+func (r Result) RequestFabricAdded(p float64) (time.Duration, bool) {
+	return added(r.RequestOffload, r.RequestUnderlay, p)
+}
+
+func added(a, b Durations, p float64) (time.Duration, bool) {
+	if !a.OK() || !b.OK() {
 		return 0, false
 	}
-	return r.RequestOffload.P(p) - r.RequestDirect.P(p), true
+	return a.P(p) - b.P(p), true
 }
 
 // ThroughputRatio is the cross-cluster throughput over the in-cluster one.
@@ -94,6 +113,8 @@ func (r Result) Failures() []string {
 		{"start direct", r.StartDirect.Err}, {"start offloaded", r.StartOffload.Err}, {"start remote", r.StartRemote.Err},
 		{"requests in the provider", r.RequestDirect.Err}, {"requests from the consumer", r.RequestOffload.Err},
 		{"throughput in the provider", r.ThroughputDirect.Err}, {"throughput from the consumer", r.ThroughputOffload.Err},
+		{"requests from the consumer through the provider's node port", r.RequestUnderlay.Err},
+		{"throughput from the consumer through the provider's node port", r.ThroughputUnderlay.Err},
 	} {
 		if m.err != nil {
 			fs = append(fs, m.name+": "+m.err.Error())
@@ -130,6 +151,16 @@ func (r Result) Print(w io.Writer) {
 	startRatio, startOK := r.StartP99Ratio()
 	added50, addedOK := r.RequestAdded(50)
 	added99, _ := r.RequestAdded(99)
+	fabric50, fabricOK := r.RequestFabricAdded(50)
+	fabric99, _ := r.RequestFabricAdded(99)
+	underlayRatio, underlayOK := 0.0, r.ThroughputOffload.OK() && r.ThroughputUnderlay.OK()
+	if underlayOK {
+		underlayRatio = r.ThroughputOffload.MbitPerSecond() / r.ThroughputUnderlay.MbitPerSecond()
+	}
+	interval := "paced"
+	if r.StartInterval > 0 {
+		interval = r.StartInterval.String()
+	}
 	tputRatio, tputOK := r.ThroughputRatio()
 	for _, t := range []struct {
 		name   string
@@ -156,7 +187,7 @@ func (r Result) Print(w io.Writer) {
 		fmt.Fprintf(w, "target %s %s %g: %s\n", t.name, op, t.limit, verdict)
 	}
 	fields := []string{
-		fmt.Sprintf("pods=%d", r.Pods),
+		fmt.Sprintf("pods=%d", r.Pods), "start_interval=" + interval,
 		"start_direct_p50_ms=" + ms(r.StartDirect, 50), "start_direct_p99_ms=" + ms(r.StartDirect, 99),
 		"start_offload_p50_ms=" + ms(r.StartOffload, 50), "start_offload_p99_ms=" + ms(r.StartOffload, 99),
 		"start_offload_remote_ready_p50_ms=" + ms(r.StartRemote, 50),
@@ -168,6 +199,11 @@ func (r Result) Print(w io.Writer) {
 		"request_added_p99_ms=" + num(float64(added99)/float64(time.Millisecond), addedOK, "%.2f"),
 		"throughput_direct_mbit_s=" + mbit(r.ThroughputDirect), "throughput_offload_mbit_s=" + mbit(r.ThroughputOffload),
 		"throughput_ratio=" + num(tputRatio, tputOK, "%.2f"),
+		"request_underlay_p50_ms=" + ms(r.RequestUnderlay, 50), "request_underlay_p99_ms=" + ms(r.RequestUnderlay, 99),
+		"request_fabric_added_p50_ms=" + num(float64(fabric50)/float64(time.Millisecond), fabricOK, "%.2f"),
+		"request_fabric_added_p99_ms=" + num(float64(fabric99)/float64(time.Millisecond), fabricOK, "%.2f"),
+		"throughput_underlay_mbit_s=" + mbit(r.ThroughputUnderlay),
+		"throughput_offload_over_underlay=" + num(underlayRatio, underlayOK, "%.2f"),
 	}
 	fmt.Fprintf(w, "RESULT bench=real %s\n", strings.Join(fields, " "))
 }

@@ -31,10 +31,18 @@ func TestPrintReportsRatiosAndAddedLatency(t *testing.T) {
 		StartRemote:   Durations{Samples: []time.Duration{msec(1200), msec(2500)}},
 		RequestDirect: Durations{Samples: []time.Duration{msec(1), msec(2)}}, RequestOffload: Durations{Samples: []time.Duration{msec(2), msec(4)}},
 		ThroughputDirect: Throughput{Bytes: 1e9, Seconds: 1}, ThroughputOffload: Throughput{Bytes: 2e8, Seconds: 1},
+		RequestUnderlay:    Durations{Samples: []time.Duration{msec(1), msec(3)}},
+		ThroughputUnderlay: Throughput{Bytes: 4e8, Seconds: 1},
 	}
 	var out strings.Builder
 	r.Print(&out)
 	kv := resultLine(t, out.String())
+	for k, want := range map[string]string{"request_fabric_added_p50_ms": "1.00", "request_fabric_added_p99_ms": "1.00",
+		"throughput_offload_over_underlay": "0.50", "start_interval": "paced"} {
+		if kv[k] != want {
+			t.Errorf("%s=%q, want %q", k, kv[k], want)
+		}
+	}
 	for k, want := range map[string]string{"start_p99_ratio": "1.50", "request_added_p50_ms": "1.00", "request_added_p99_ms": "2.00",
 		"throughput_ratio": "0.20", "throughput_direct_mbit_s": "8000", "start_offload_remote_ready_p50_ms": "1200.00"} {
 		if kv[k] != want {

@@ -100,8 +100,9 @@ type startOptions struct {
 
 // measureStart creates opts.Pods pairs, one offloaded pod in the consumer
 // and one direct pod in the provider at the same moment, a pair every
-// opts.Interval (which of the two is created first alternates), and times
-// each from its create call to Ready.
+// opts.Interval, or with 0 each pair once the one before is Ready (which of
+// the two is created first alternates), and times each from its create
+// call to Ready.
 func measureStart(ctx context.Context, consumer, provider *testbed.Cluster, opts startOptions, log io.Writer) (direct, offload, remote Durations) {
 	fail := func(err error) (Durations, Durations, Durations) {
 		return Durations{Err: err}, Durations{Err: err}, Durations{Err: err}
@@ -136,7 +137,7 @@ func measureStart(ctx context.Context, consumer, provider *testbed.Cluster, opts
 		mu.Unlock()
 	}
 	names := make([]string, opts.Pods)
-	tick := time.NewTicker(opts.Interval)
+	tick := time.NewTicker(max(opts.Interval, time.Millisecond))
 	defer tick.Stop()
 	for i := range opts.Pods {
 		names[i] = fmt.Sprintf("start-%03d", i)
@@ -148,7 +149,15 @@ func measureStart(ctx context.Context, consumer, provider *testbed.Cluster, opts
 		wg.Go(first)
 		wg.Go(second)
 		wg.Wait()
-		if i < opts.Pods-1 {
+		switch {
+		case i == opts.Pods-1:
+		case opts.Interval == 0:
+			// Paced: the next pair once this one is Ready, so that no
+			// pod waits behind another.
+			if err := waitReady(ctx, opts.Timeout, names[i], watches["offload"], watches["direct"]); err != nil {
+				return fail(err)
+			}
+		default:
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
@@ -189,6 +198,26 @@ func measureStart(ctx context.Context, consumer, provider *testbed.Cluster, opts
 	}
 	fmt.Fprintf(log, "start: %d pods each; direct %v\nstart: offloaded %v\n", opts.Pods, rounded(direct.Samples), rounded(offload.Samples))
 	return direct, offload, remote
+}
+
+func waitReady(ctx context.Context, timeout time.Duration, name string, watches ...*readyWatch) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ready := true
+		for _, w := range watches {
+			_, ok := w.at(name)
+			ready = ready && ok
+		}
+		switch {
+		case ready:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case time.Now().After(deadline):
+			return fmt.Errorf("pair %s not Ready within %s", name, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func rounded(ds []time.Duration) []time.Duration {
