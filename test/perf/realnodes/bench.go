@@ -110,7 +110,10 @@ func measure(ctx context.Context, consumer, provider *testbed.Cluster, opts Opti
 				url: httpURL(srv.ConsumerServiceIP, 80), addr: net.JoinHostPort(srv.ConsumerPodIP, strconv.Itoa(tcpPort))},
 			{name: "underlay", c: consumer, namespace: "bench-client",
 				url: httpURL(nodeIP, srv.NodePortHTTP), addr: net.JoinHostPort(nodeIP, strconv.Itoa(int(srv.NodePortTCP)))},
-		}, netOptions{Requests: opts.Requests, Rounds: opts.Rounds, Stream: opts.Stream, StreamRounds: opts.StreamRounds}, opts.Out)
+		}, netOptions{Requests: opts.Requests, Rounds: opts.Rounds, Stream: opts.Stream, StreamRounds: opts.StreamRounds,
+			Clusters: []*testbed.Cluster{consumer, provider}}, opts.Out)
+		fmt.Fprintf(opts.Out, "bench-real: the consumer gateway's last round trip through the tunnel to the provider's gateway pod (ICMP, every 10 s): %s\n",
+			tunnelRTT(ctx, consumer, realbed.ProviderID))
 		r.RequestDirect, r.RequestOffload, r.RequestUnderlay = *reqs["direct"], *reqs["offload"], *reqs["underlay"]
 		r.ThroughputDirect, r.ThroughputOffload, r.ThroughputUnderlay = *tps["direct"], *tps["offload"], *tps["underlay"]
 	}

@@ -226,6 +226,8 @@ type netOptions struct {
 	Requests, Rounds int
 	Stream           time.Duration
 	StreamRounds     int
+	// Clusters whose real nodes' CPU is sampled around each stream.
+	Clusters []*testbed.Cluster
 }
 
 // measureNetwork times requests and streams from each side in rounds that
@@ -269,8 +271,15 @@ func measureNetwork(ctx context.Context, sides []side, opts netOptions, log io.W
 				continue
 			}
 			var res tcpResult
+			before := cpuByProcess(opts.Clusters...)
 			err := runProbe(ctx, sd.c, sd.namespace, fmt.Sprintf("tcp-%s-%d", sd.name, r),
 				[]string{"tcp", "-addr=" + sd.addr, "-duration=" + opts.Stream.String()}, opts.Stream+2*time.Minute, &res)
+			if err == nil && res.Error == "" {
+				// The probe pod's start and end are in the sample too: a
+				// bound on what the stream itself took.
+				fmt.Fprintf(log, "stream %s round %d: busiest processes of the real nodes while its pod ran, in cores over the stream's %.1f s: %s\n",
+					sd.name, r, res.Seconds, cpuDelta(before, cpuByProcess(opts.Clusters...), res.Seconds, 6))
+			}
 			switch {
 			case err != nil:
 				t.Err = err
