@@ -5,8 +5,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/procfs"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,6 +19,59 @@ import (
 	"github.com/ferry-io/ferry/charts"
 	"github.com/ferry-io/ferry/test/testbed"
 )
+
+// schedOf sums, over every thread of every process of the real nodes of
+// clusters whose name is comm (route agents apart), the time on a CPU and
+// the time waiting on a run queue for one (/proc/<pid>/task/*/schedstat),
+// by cluster: a thread that waits longer than it runs is starved by the
+// machine's load rather than bound by its own work.
+func schedOf(comm string, clusters ...*testbed.Cluster) map[string][2]time.Duration {
+	out := map[string][2]time.Duration{}
+	for _, c := range clusters {
+		for _, n := range c.RealNodes {
+			for _, pid := range n.PIDs() {
+				p, err := procfs.NewProc(pid)
+				if err != nil {
+					continue
+				}
+				if st, err := p.Stat(); err != nil || st.Comm != comm {
+					continue
+				}
+				if args, err := p.CmdLine(); err != nil || slices.Contains(args, "route-agent") {
+					continue
+				}
+				tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+				for _, t := range tasks {
+					data, err := os.ReadFile(t)
+					if err != nil {
+						continue
+					}
+					f := strings.Fields(string(data))
+					if len(f) < 2 {
+						continue
+					}
+					run, _ := strconv.ParseInt(f[0], 10, 64)
+					wait, _ := strconv.ParseInt(f[1], 10, 64)
+					v := out[c.Name]
+					v[0] += time.Duration(run)
+					v[1] += time.Duration(wait)
+					out[c.Name] = v
+				}
+			}
+		}
+	}
+	return out
+}
+
+// schedDelta formats what schedOf counted between two samples.
+func schedDelta(before, after map[string][2]time.Duration) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		run, wait := after[k][0]-before[k][0], after[k][1]-before[k][1]
+		parts = append(parts, fmt.Sprintf("%s ran %.2f s, waited %.2f s for a CPU", k, run.Seconds(), wait.Seconds()))
+	}
+	return strings.Join(parts, "; ")
+}
 
 // cpuByProcess is the CPU time (user and system, seconds) of every process
 // of the real nodes of clusters, summed by cluster and program

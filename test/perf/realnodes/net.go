@@ -271,7 +271,7 @@ func measureNetwork(ctx context.Context, sides []side, opts netOptions, log io.W
 				continue
 			}
 			var res tcpResult
-			before := cpuByProcess(opts.Clusters...)
+			before, beforeSched := cpuByProcess(opts.Clusters...), schedOf("ferry-gateway", opts.Clusters...)
 			err := runProbe(ctx, sd.c, sd.namespace, fmt.Sprintf("tcp-%s-%d", sd.name, r),
 				[]string{"tcp", "-addr=" + sd.addr, "-duration=" + opts.Stream.String()}, opts.Stream+2*time.Minute, &res)
 			if err == nil && res.Error == "" {
@@ -279,6 +279,7 @@ func measureNetwork(ctx context.Context, sides []side, opts netOptions, log io.W
 				// bound on what the stream itself took.
 				fmt.Fprintf(log, "stream %s round %d: busiest processes of the real nodes while its pod ran, in cores over the stream's %.1f s: %s\n",
 					sd.name, r, res.Seconds, cpuDelta(before, cpuByProcess(opts.Clusters...), res.Seconds, 6))
+				fmt.Fprintf(log, "stream %s round %d: the gateways' threads while its pod ran: %s\n", sd.name, r, schedDelta(beforeSched, schedOf("ferry-gateway", opts.Clusters...)))
 			}
 			switch {
 			case err != nil:
