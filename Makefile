@@ -154,7 +154,7 @@ bench-fabric: ## TCP throughput and latency pod to pod through ferry's gateways,
 	$(GO) test -run '^$$' -bench BenchmarkFabric -benchtime 1x ./fabric/gateway/
 
 .PHONY: bench-real
-bench-real: testbed ## On real nodes (root): pod start to Ready offloaded vs. direct in the provider, alternating (REAL_PODS=30 each), request latency consumer pod → Service → offloaded pods vs. provider pod → the same (REAL_REQUESTS=1500), TCP throughput across clusters vs. in the provider (≈ 5 min warm); ends with a RESULT line.
+bench-real: testbed ## On real nodes (root): pod start to Ready offloaded vs. direct in the provider, alternating (REAL_PODS=30 each), request latency consumer pod → Service → offloaded pods vs. provider pod → the same (REAL_REQUESTS=1500), TCP throughput across clusters vs. in the provider and through a node port (≈ 7 min warm); ends with a RESULT line.
 	$(GO) run ./test/cmd/bench-real -pods $(REAL_PODS) -requests $(REAL_REQUESTS)
 
 .PHONY: bench-webhook
