@@ -52,6 +52,9 @@ WEBHOOK_PODS ?= 2000
 WEBHOOK_PLACEMENT ?= webhook,policy
 # bench-webhook: a file to write a CPU profile of the webhook's (and load generator's) process to.
 WEBHOOK_CPUPROFILE ?=
+# bench-real: pods of each kind started on the real nodes, HTTP requests timed per side.
+REAL_PODS ?= 30
+REAL_REQUESTS ?= 1500
 # bench-scheduler: scheduler_perf label filter (performance: 5000 nodes / 10000 pods;
 # short: 50 nodes / 200 pods), runs of each workload (RESULT takes medians; ~8 min
 # a run on 2 cores), and where its data items and failed workloads' logs go.
@@ -149,6 +152,10 @@ bench-testbed: testbed ## Start-up time and memory of test-bed clusters; ends wi
 .PHONY: bench-fabric
 bench-fabric: ## TCP throughput and latency pod to pod through ferry's gateways, VXLAN and NAT against bare wireguard-go, in network namespaces (root); ends with a RESULT line.
 	$(GO) test -run '^$$' -bench BenchmarkFabric -benchtime 1x ./fabric/gateway/
+
+.PHONY: bench-real
+bench-real: testbed ## On real nodes (root): pod start to Ready offloaded vs. direct in the provider, alternating (REAL_PODS=30 each), request latency consumer pod → Service → offloaded pods vs. provider pod → the same (REAL_REQUESTS=1500), TCP throughput across clusters vs. in the provider and through a node port (≈ 7 min warm); ends with a RESULT line.
+	$(GO) run ./test/cmd/bench-real -pods $(REAL_PODS) -requests $(REAL_REQUESTS)
 
 .PHONY: bench-webhook
 bench-webhook: testbed ## Pod creation unplaced vs. placed by ferry's pod webhook and by the admission policies, alternating (WEBHOOK_PODS=2000 CONCURRENCY=32 WEBHOOK_PLACEMENT=webhook,policy); ends with a RESULT line.

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferry-io/ferry/test/e2e/framework"
+	"github.com/ferry-io/ferry/test/realbed"
 )
 
 // realAPIServerFromOffloadedPod: an offloaded pod runs kubectl with the
@@ -76,7 +77,7 @@ func runKubectlPod(ctx context.Context, ns, sa string, args ...string) string {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubectl"},
 		Spec: corev1.PodSpec{
 			ServiceAccountName: sa, RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: ptr.To[int64](1),
-			Containers: []corev1.Container{{Name: "kubectl", Image: framework.KubectlImage, ImagePullPolicy: corev1.PullNever,
+			Containers: []corev1.Container{{Name: "kubectl", Image: realbed.KubectlImage, ImagePullPolicy: corev1.PullNever,
 				Args: args}},
 		},
 	}

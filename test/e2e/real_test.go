@@ -5,44 +5,36 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/kube"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/charts"
 	"github.com/ferry-io/ferry/test/e2e/framework"
+	"github.com/ferry-io/ferry/test/realbed"
 	"github.com/ferry-io/ferry/test/testbed"
 )
 
-// realImageRegistry and realImageTag name ferry's images on the real
-// nodes: built by hack/images for linux/amd64, imported into every node's
-// containerd, never pulled.
-const (
-	realImageRegistry = "ferry.test"
-	realImageTag      = "e2e"
-)
-
 // The real-node bed the specs below share, in the order they are listed:
-// set by the container's BeforeAll. Specs of one area live in their own file
-// (real_*_test.go) as functions reading it, listed in the container.
+// set by the container's BeforeAll (test/realbed sets it up, as for `make
+// bench-real`). Specs of one area live in their own file (real_*_test.go)
+// as functions reading it, listed in the container.
 var (
 	realConsumer, realProvider *testbed.Cluster
 )
 
 // The cluster IDs of the real-node bed.
-const realConsumerID, realProviderID = "real-consumer", "real-provider"
+const realConsumerID, realProviderID = realbed.ConsumerID, realbed.ProviderID
 
 var _ = Describe("ferry on real nodes, from its own images", Label("real"), Ordered, func() {
 	var consumer, provider *testbed.Cluster
@@ -51,10 +43,15 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	BeforeAll(func(ctx context.Context) {
 		By("building ferry's images for linux/amd64 (hack/images) and exporting them for containerd")
 		start := time.Now()
-		tarball := framework.BuildFerryImages(ctx, realImageRegistry, realImageTag)
+		dir, err := os.MkdirTemp("", "ferry-e2e-images-")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(os.RemoveAll, dir)
+		tarball, err := realbed.BuildFerryImages(ctx, framework.RepoRoot(), dir)
+		Expect(err).NotTo(HaveOccurred())
 		GinkgoWriter.Printf("ferry's images built and exported in %s\n", time.Since(start).Round(time.Second))
 		start = time.Now()
-		kubectl := framework.BuildKubectlImage(ctx)
+		kubectl, err := realbed.BuildKubectlImage(ctx, dir)
+		Expect(err).NotTo(HaveOccurred())
 		GinkgoWriter.Printf("kubectl's image built in %s\n", time.Since(start).Round(time.Second))
 
 		By("starting two clusters with a real node each, on one underlay")
@@ -62,10 +59,10 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(u.Close)
 		start = time.Now()
-		clusters := framework.StartClusters(ctx,
-			testbed.Options{Name: "real-consumer", RealNodes: 1, Underlay: u, Images: []string{tarball, kubectl}},
-			testbed.Options{Name: "real-provider", RealNodes: 1, Underlay: u, Images: []string{tarball, kubectl}})
-		consumer, provider = clusters[0], clusters[1]
+		consumer, provider, err = realbed.StartClusters(ctx, u, tarball, kubectl)
+		Expect(err).NotTo(HaveOccurred())
+		clusters := []*testbed.Cluster{consumer, provider}
+		framework.StopWithNode(clusters...)
 		realConsumer, realProvider = consumer, provider
 		GinkgoWriter.Printf("two clusters with real nodes up in %s\n", time.Since(start).Round(time.Second))
 		DeferCleanup(func(ctx context.Context) {
@@ -81,29 +78,14 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	})
 
 	It("installs with the Helm chart on the consumer and ferryctl install on the provider; every component runs Ready from its image", func(ctx context.Context) {
-		values := realInstallValues(consumerID)
 		By("helm install on the consumer")
-		cfg := action.NewConfiguration()
-		kubeconfig, namespace := consumer.KubeconfigPath, charts.Namespace
-		Expect(cfg.Init(&genericclioptions.ConfigFlags{KubeConfig: &kubeconfig, Namespace: &namespace}, namespace, "secret")).To(Succeed())
-		ch, err := charts.Chart()
-		Expect(err).NotTo(HaveOccurred())
-		install := action.NewInstall(cfg)
-		install.ReleaseName, install.Namespace, install.CreateNamespace = charts.ReleaseName, namespace, true
-		install.WaitStrategy, install.Timeout = kube.StatusWatcherStrategy, 4*time.Minute
 		start := time.Now()
-		_, err = install.RunWithContext(ctx, ch, values)
-		Expect(err).NotTo(HaveOccurred())
+		Expect(realbed.HelmInstall(ctx, consumer, consumerID)).To(Succeed())
 		GinkgoWriter.Printf("helm install --wait took %s\n", time.Since(start).Round(time.Second))
 
 		By("ferryctl install on the provider")
 		start = time.Now()
-		args := []string{"install", "--kubeconfig", provider.KubeconfigPath, "--cluster-id", providerID, "--timeout", "4m"}
-		for _, set := range realInstallSets() {
-			args = append(args, "--set", set)
-		}
-		out, err := ferryctl(ctx, args...)
-		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(realbed.FerryctlInstall(ctx, provider, providerID)).To(Succeed())
 		GinkgoWriter.Printf("ferryctl install took %s\n", time.Since(start).Round(time.Second))
 
 		for _, c := range []*testbed.Cluster{consumer, provider} {
@@ -112,12 +94,10 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	})
 
 	It("peers them with ferryctl; the virtual node is Ready with the provider's real capacity", func(ctx context.Context) {
-		out, err := ferryctl(ctx, "peer", "--consumer-kubeconfig", consumer.KubeconfigPath, "--provider-kubeconfig", provider.KubeconfigPath,
-			"--provider-api-server-url", provider.InClusterAPIServerURL, "--timeout", "3m")
-		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(realbed.Peer(ctx, consumer, provider)).To(Succeed())
 
 		var nodes corev1.NodeList
-		Expect(consumer.Client.List(ctx, &nodes, client.MatchingLabels{ferryv1alpha1.LabelClusterID: providerID})).To(Succeed())
+		Expect(consumer.Client.List(ctx, &nodes, client.MatchingLabels{ferryv1alpha1.LabelClusterID: string(providerID)})).To(Succeed())
 		Expect(nodes.Items).To(HaveLen(1))
 		vn := nodes.Items[0]
 		Expect(nodeCondition(&vn, corev1.NodeReady)).To(HaveField("Status", corev1.ConditionTrue))
@@ -235,54 +215,18 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	})
 })
 
-// realInstallSets are the only values the real-node specs change from the
-// defaults: where the images are; the network fabric's gateway and route
-// agent on (off by default); and the gateway Service's type, a NodePort,
-// since the test bed, like a kubeadm cluster on bare metal, has no load
-// balancer (the default LoadBalancer would stay pending, and the gateway
-// with it, as README's fabric section says).
-func realInstallSets() []string {
-	return []string{
-		"images.registry=" + realImageRegistry,
-		"images.tag=" + realImageTag,
-		"network.gateway.enabled=true",
-		"network.gateway.serviceType=NodePort",
-	}
-}
-
-func realInstallValues(id string) map[string]any {
-	return map[string]any{
-		"clusterID": id,
-		"images":    map[string]any{"registry": realImageRegistry, "tag": realImageTag},
-		"network":   map[string]any{"gateway": map[string]any{"enabled": true, "serviceType": "NodePort"}},
-	}
-}
-
 // expectFerryPodsReady checks every pod in ferry-system is Running, Ready,
 // from one of ferry's images, and never restarted.
 func expectFerryPodsReady(ctx context.Context, c *testbed.Cluster) {
 	GinkgoHelper()
-	Eventually(func(g Gomega) {
-		pods, err := c.Kube.CoreV1().Pods(charts.Namespace).List(ctx, metav1.ListOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(pods.Items).NotTo(BeEmpty())
-		for _, p := range pods.Items {
-			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "%s: pod %s", c.Name, p.Name)
-			for _, cs := range p.Status.ContainerStatuses {
-				g.Expect(cs.Ready).To(BeTrue(), "%s: pod %s container %s not Ready", c.Name, p.Name, cs.Name)
-				g.Expect(cs.RestartCount).To(BeZero(), "%s: pod %s container %s restarted", c.Name, p.Name, cs.Name)
-				g.Expect(cs.Image).To(HavePrefix(realImageRegistry+"/"), "%s: pod %s", c.Name, p.Name)
-			}
-		}
-	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+	Expect(realbed.FerryPodsReady(ctx, c, 2*time.Minute)).To(Succeed())
 }
 
 func virtualNodeName(ctx context.Context, c *testbed.Cluster, provider ferryv1alpha1.ClusterID) string {
 	GinkgoHelper()
-	var nodes corev1.NodeList
-	Expect(c.Client.List(ctx, &nodes, client.MatchingLabels{ferryv1alpha1.LabelClusterID: string(provider)})).To(Succeed())
-	Expect(nodes.Items).To(HaveLen(1))
-	return nodes.Items[0].Name
+	name, err := realbed.VirtualNodeName(ctx, c, provider)
+	Expect(err).NotTo(HaveOccurred())
+	return name
 }
 
 // dumpFerryPods prints the state and last log lines of ferry's pods, for a

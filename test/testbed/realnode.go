@@ -676,3 +676,7 @@ func (n *RealNode) MemoryRSS() (int64, error) {
 	}
 	return total, nil
 }
+
+// PIDs lists every process of the node: its programs, containerd's shims
+// and its containers' processes.
+func (n *RealNode) PIDs() []int { return n.cgroup.pids() }

@@ -30,6 +30,13 @@ func StartClusters(ctx context.Context, opts ...testbed.Options) []*testbed.Clus
 	GinkgoHelper()
 	clusters, err := testbed.StartClusters(ctx, opts...)
 	Expect(err).NotTo(HaveOccurred(), "start test clusters")
+	StopWithNode(clusters...)
+	return clusters
+}
+
+// StopWithNode registers the stopping of clusters with the current node, as
+// StartClusters does for those it starts.
+func StopWithNode(clusters ...*testbed.Cluster) {
 	for _, c := range clusters {
 		DeferCleanup(func() {
 			if CurrentSpecReport().Failed() {
@@ -38,7 +45,6 @@ func StartClusters(ctx context.Context, opts ...testbed.Options) []*testbed.Clus
 			Expect(c.Stop()).To(Succeed())
 		})
 	}
-	return clusters
 }
 
 // RepoRoot is the folder of ferry's go.mod.

@@ -14,8 +14,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -143,7 +145,7 @@ func Write(path, bin string, entrypoints map[string][]string) (Tarball, error) {
 	t := Tarball{Path: path}
 	data, err := os.ReadFile(bin)
 	if err != nil {
-		return t, fmt.Errorf("image of %s: %w", bin, err)
+		return t, fmt.Errorf("image %s: %w", strings.Join(slices.Sorted(maps.Keys(entrypoints)), ", "), err)
 	}
 	base := filepath.Base(bin)
 	layer, err := binaryLayer("/"+base, data)
@@ -249,4 +251,13 @@ func imageOf(layer v1.Layer, entrypoint []string, title string) (v1.Image, error
 		return nil, err
 	}
 	return mutate.CreatedAt(img, v1.Time{Time: epoch})
+}
+
+// WriteBinaryImage writes to path a docker-archive of one image, ref, that
+// holds the static linux/amd64 executable bin alone, as /<its name>, and
+// runs it (with the container's args) as root: how programs a test builds
+// reach real nodes (Options.Images of the test bed).
+func WriteBinaryImage(ref, bin, path string) error {
+	_, err := Write(path, bin, map[string][]string{ref: {"/" + filepath.Base(bin)}})
+	return err
 }

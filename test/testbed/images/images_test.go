@@ -220,3 +220,34 @@ func TestAgnhostVersionMatchesTheModule(t *testing.T) {
 		t.Errorf("agnhost VERSION in k8s.io/kubernetes is %s, AgnhostVersion says %s", version, AgnhostVersion)
 	}
 }
+
+func TestWriteBinaryImageHoldsTheBinaryAsItsEntrypoint(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "probe")
+	content := []byte("\x7fELF probe stand-in")
+	if err := os.WriteFile(bin, content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const ref = "ferry.test/probe:bench"
+	path := filepath.Join(dir, "probe.tar")
+	if err := WriteBinaryImage(ref, bin, path); err != nil {
+		t.Fatal(err)
+	}
+	img, cfg := loadImage(t, path, ref)
+	if cfg.OS != "linux" || cfg.Architecture != "amd64" {
+		t.Errorf("platform %s/%s, want linux/amd64", cfg.OS, cfg.Architecture)
+	}
+	if want := []string{"/probe"}; !slices.Equal(cfg.Config.Entrypoint, want) {
+		t.Errorf("entrypoint %q, want %q", cfg.Config.Entrypoint, want)
+	}
+	headers, data := files(t, img)
+	if h := headers["probe"]; h == nil || h.Typeflag != tar.TypeReg || h.Mode != 0o755 {
+		t.Fatalf("/probe is %+v, want a regular file, mode 0755", h)
+	}
+	if !bytes.Equal(data["probe"], content) {
+		t.Errorf("/probe holds %q, want %q", data["probe"], content)
+	}
+	if err := WriteBinaryImage(ref, filepath.Join(dir, "missing"), path); err == nil || !strings.Contains(err.Error(), ref) {
+		t.Errorf("a missing binary: error %v, want one naming %s", err, ref)
+	}
+}
