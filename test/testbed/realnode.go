@@ -345,8 +345,8 @@ maxPods: 110
 const RealNodeLabel = "testbed.ferry.io/real-node"
 
 // network finishes the node's networking once it has a pod range: the CNI
-// configuration (ptp: one veth per pod with the underlay's MTU, as a CNI
-// set up for the node's network gives, routed by the node, so Service
+// configuration (ptp: one veth per pod, of 1500 bytes whatever the
+// underlay's MTU, as ptp gives by default; routed by the node, so Service
 // traffic to a pod on the same node goes through kube-proxy's rules both
 // ways without the host's br_netfilter), a route to each other node's
 // range, and masquerading for pods' traffic leaving the pod network (to the
@@ -358,7 +358,7 @@ func (n *RealNode) network(ctx context.Context, clusterCIDR string, peers []*Rea
   "plugins": [
     {
       "type": "ptp",
-      "mtu": %d,
+      "mtu": 1500,
       "ipMasq": false,
       "ipam": {
         "type": "host-local",
@@ -370,7 +370,7 @@ func (n *RealNode) network(ctx context.Context, clusterCIDR string, peers []*Rea
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, n.c.underlay.MTU(), n.path("cni", "data"), n.PodCIDR.String())
+`, n.path("cni", "data"), n.PodCIDR.String())
 	if err := os.WriteFile(n.path("cni", "net.d", "10-testbed.conflist"), []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("node %s: write CNI configuration: %w", n.Name, err)
 	}

@@ -58,8 +58,9 @@ type UnderlayOption func(*Underlay)
 // WithMTU gives the underlay's bridge and every node's eth0 (and its veth
 // peer on the bridge) that MTU, as a cloud network smaller than Ethernet's
 // 1500 bytes does (1400, 1450, 1460 on several clouds). The real nodes'
-// CNI configuration gives pods the node's eth0 MTU, as a CNI set up for
-// that network does.
+// pods keep 1500 (ptp's default), more than the nodes' network carries,
+// as with a CNI not set up for that network: what crosses nodes relies on
+// the MTU of the nodes' routes and their ICMP "fragmentation needed".
 func WithMTU(mtu int) UnderlayOption { return func(u *Underlay) { u.mtu = mtu } }
 
 // NewUnderlay makes an underlay: a fresh network namespace with a bridge
@@ -117,14 +118,6 @@ func (u *Underlay) setUp() error {
 		}
 		return nil
 	})
-}
-
-// MTU is the MTU of the underlay's links: WithMTU's, else 1500.
-func (u *Underlay) MTU() int {
-	if u.mtu == 0 {
-		return 1500
-	}
-	return u.mtu
 }
 
 // allocate hands out the next free underlay address.
