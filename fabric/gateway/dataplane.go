@@ -239,8 +239,18 @@ func (n *NodePlane) Apply(gw netip.Addr, ranges []netip.Prefix, mtu int) error {
 		return err
 	}
 	vxMTU := under - overlay.VXLANOverhead
-	if mtu == 0 || mtu > vxMTU {
-		mtu = vxMTU
+	// The gateway sizes its tunnel by its pod interface, which may be
+	// larger than what the nodes' network carries (a CNI giving pods 1500
+	// bytes on a 1400-byte cloud network): its WireGuard packets, a peer
+	// route's packet and WireGuard's overhead, leave the gateway's node by
+	// that network, so no peer route may be larger than the underlay less
+	// that overhead (nodes of a cluster share one network), nor than the
+	// VXLAN link. Pods learn it from this node's ICMP "fragmentation
+	// needed"; an outer packet too large would be dropped past the node,
+	// where nothing tells the pod.
+	limit := min(vxMTU, under-overlay.WireGuardOverhead)
+	if mtu == 0 || mtu > limit {
+		mtu = limit
 	}
 	if err := overlay.EnsureVXLAN(n.NS, overlay.VXLAN{Name: n.VXLAN(), VNI: n.VNI, Port: n.VXLANPort, MTU: vxMTU, Remote: gw}); err != nil {
 		return err

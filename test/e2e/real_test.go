@@ -55,7 +55,7 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 		GinkgoWriter.Printf("kubectl's image built in %s\n", time.Since(start).Round(time.Second))
 
 		By("starting two clusters with a real node each, on one underlay")
-		u, err := testbed.NewUnderlay()
+		u, err := testbed.NewUnderlay(testbed.WithMTU(realUnderlayMTU))
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(u.Close)
 		start = time.Now()
@@ -213,6 +213,13 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 		}
 		GinkgoWriter.Printf("the whole two-cluster real-node bed: %d MiB resident\n", total>>20)
 	})
+
+	// Cross-cluster pod traffic (real_network_test.go).
+	It("serves a consumer pod through a ClusterIP Service whose pods are all offloaded", realServiceToOffloadedPods)
+	It("serves an offloaded pod through a consumer Service reflected into its twin namespace", realOffloadedPodToHomeService)
+	It("serves pods on both sides through a LocalAndRemote namespace's Service with endpoints in both clusters", realLocalAndRemoteService)
+	It("carries 1400-byte and 64 KiB requests both ways over a 1400-byte underlay", realLargePackets)
+	It("recovers cross-cluster traffic by itself when a gateway pod is deleted", realGatewayRestart)
 })
 
 // expectFerryPodsReady checks every pod in ferry-system is Running, Ready,

@@ -345,7 +345,8 @@ maxPods: 110
 const RealNodeLabel = "testbed.ferry.io/real-node"
 
 // network finishes the node's networking once it has a pod range: the CNI
-// configuration (ptp: one veth per pod, routed by the node, so Service
+// configuration (ptp: one veth per pod, of 1500 bytes whatever the
+// underlay's MTU, as ptp gives by default; routed by the node, so Service
 // traffic to a pod on the same node goes through kube-proxy's rules both
 // ways without the host's br_netfilter), a route to each other node's
 // range, and masquerading for pods' traffic leaving the pod network (to the
