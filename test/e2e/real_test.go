@@ -60,8 +60,8 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 		DeferCleanup(u.Close)
 		start = time.Now()
 		clusters := framework.StartClusters(ctx,
-			testbed.Options{Name: "real-consumer", RealNodes: 1, Underlay: u, Images: []string{tarball}},
-			testbed.Options{Name: "real-provider", RealNodes: 1, Underlay: u, Images: []string{tarball}})
+			testbed.Options{Name: "real-consumer", RealNodes: 1, Storage: true, Underlay: u, Images: []string{tarball}},
+			testbed.Options{Name: "real-provider", RealNodes: 1, Storage: true, Underlay: u, Images: []string{tarball}})
 		consumer, provider = clusters[0], clusters[1]
 		realConsumer, realProvider = consumer, provider
 		GinkgoWriter.Printf("two clusters with real nodes up in %s\n", time.Since(start).Round(time.Second))
@@ -76,6 +76,8 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 			}
 		})
 	})
+
+	BeforeAll(realSnapshotBeforeInstall)
 
 	It("installs with the Helm chart on the consumer and ferryctl install on the provider; every component runs Ready from its image", func(ctx context.Context) {
 		values := realInstallValues(consumerID)
@@ -208,6 +210,8 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 		Expect(string(body)).To(Equal("through-two-clusters"))
 	})
 
+	It("keeps a StatefulSet's data in the provider: each pod, deleted or scaled to 0 and back, returns there to its own claim and file", realStatefulDataSurvives)
+
 	It("ran every ferry component without a restart", func(ctx context.Context) {
 		var total int64
 		for _, c := range []*testbed.Cluster{consumer, provider} {
@@ -228,6 +232,9 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 		}
 		GinkgoWriter.Printf("the whole two-cluster real-node bed: %d MiB resident\n", total>>20)
 	})
+
+	// Last: ferry is gone after it.
+	It("unoffloads a namespace, leaving nothing of its twin in the provider; unpeers and uninstalls, leaving what README says", realUnoffloadAndUninstall)
 })
 
 // realInstallSets are the only values the real-node specs change from the
