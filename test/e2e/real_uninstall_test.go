@@ -12,6 +12,7 @@ import (
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,11 +20,13 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/charts"
+	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/test/e2e/framework"
 	"github.com/ferry-io/ferry/test/testbed"
 )
@@ -36,7 +39,15 @@ var realBeforeInstall = map[*testbed.Cluster][]string{}
 // realSnapshotBeforeInstall records every object of both clusters.
 func realSnapshotBeforeInstall(ctx context.Context) {
 	for _, c := range []*testbed.Cluster{realConsumer, realProvider} {
-		realBeforeInstall[c] = everything(ctx, c)
+		// A kubelet makes its node's Lease some time after the node is
+		// Ready: wait for it, or it shows up as new later.
+		for _, n := range c.RealNodes {
+			Eventually(func() error {
+				_, err := c.Kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, n.Name, metav1.GetOptions{})
+				return err
+			}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "node %s's Lease", n.Name)
+		}
+		realBeforeInstall[c] = realObjects(ctx, c, "")
 	}
 }
 
@@ -91,7 +102,7 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 			g.Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: twin, Name: name}, obj)).To(Succeed(), "%T %s reflected", obj, name)
 		}
 	}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
-	fromNS := realLabelledObjects(ctx, provider, ferryv1alpha1.LabelOriginNamespace+"="+ns)
+	fromNS := realObjects(ctx, provider, ferryv1alpha1.LabelOriginNamespace+"="+ns)
 	Expect(fromNS).NotTo(BeEmpty())
 	GinkgoWriter.Printf("in the provider, labelled %s=%s before unoffloading:\n  %s\n", ferryv1alpha1.LabelOriginNamespace, ns, strings.Join(fromNS, "\n  "))
 
@@ -104,7 +115,7 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 		err := provider.Client.Get(ctx, client.ObjectKey{Name: twin}, &corev1.Namespace{})
 		g.Expect(client.IgnoreNotFound(err)).To(Succeed())
 		g.Expect(err).To(HaveOccurred(), "twin namespace %s still there", twin)
-		g.Expect(realLabelledObjects(ctx, provider, ferryv1alpha1.LabelOriginNamespace+"="+ns)).To(BeEmpty())
+		g.Expect(realObjects(ctx, provider, ferryv1alpha1.LabelOriginNamespace+"="+ns)).To(BeEmpty())
 		var spods ferryv1alpha1.ShadowPodList
 		g.Expect(provider.Client.List(ctx, &spods)).To(Succeed())
 		g.Expect(spods.Items).To(BeEmpty())
@@ -129,7 +140,7 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 		var nodes corev1.NodeList
 		g.Expect(consumer.Client.List(ctx, &nodes)).To(Succeed())
 		g.Expect(nodes.Items).To(ConsistOf(HaveField("Name", consumer.RealNodes[0].Name)))
-		g.Expect(realLabelledObjects(ctx, provider, ferryv1alpha1.LabelOriginCluster+"="+realConsumerID)).To(BeEmpty())
+		g.Expect(realObjects(ctx, provider, ferryv1alpha1.LabelOriginCluster+"="+realConsumerID)).To(BeEmpty())
 	}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
 	By("helm uninstall on the consumer")
@@ -151,43 +162,88 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 	GinkgoWriter.Printf("ferryctl uninstall took %s\n", time.Since(start).Round(100*time.Millisecond))
 
 	By("the provider is as it was before the install")
-	Eventually(func(g Gomega) {
-		g.Expect(strings.Join(everything(ctx, provider), "\n")).To(Equal(strings.Join(realBeforeInstall[provider], "\n")))
-	}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(Succeed(), "objects of the provider before the install and after the uninstall differ")
-
-	By("the consumer keeps the CRDs and the ferry-system namespace, nothing else")
-	var kept []string
-	Eventually(func(g Gomega) {
-		kept = realAdded(realBeforeInstall[consumer], everything(ctx, consumer), ns)
-		for _, o := range kept {
-			g.Expect(o).To(Or(
-				MatchRegexp(`^apiextensions.k8s.io/CustomResourceDefinition /[a-z]+\.ferry\.io$`),
-				Equal("/Namespace /"+charts.Namespace),
-				HavePrefix("/ConfigMap "+charts.Namespace+"/"),
-				HavePrefix("/Secret "+charts.Namespace+"/"),
-				HavePrefix("/ServiceAccount "+charts.Namespace+"/"),
-				HavePrefix("coordination.k8s.io/Lease "+charts.Namespace+"/"),
-			), "left by helm uninstall")
-		}
-	}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(Succeed())
-	GinkgoWriter.Printf("left on the consumer by helm uninstall:\n  %s\n", strings.Join(kept, "\n  "))
-	var crds []string
-	for _, o := range kept {
-		if strings.HasPrefix(o, "apiextensions.k8s.io/CustomResourceDefinition ") {
-			crds = append(crds, o)
-		}
+	for _, c := range []*testbed.Cluster{provider, consumer} {
+		now := realObjects(ctx, c, "")
+		GinkgoWriter.Printf("%s right after the uninstall: added since the install:\n  %s\ngone since the install:\n  %s\n", c.Name,
+			strings.Join(realAdded(realBeforeInstall[c], now, ns), "\n  "), strings.Join(realAdded(now, realBeforeInstall[c], ns), "\n  "))
 	}
-	Expect(crds).NotTo(BeEmpty(), "helm uninstall keeps the CRDs")
+	Eventually(func(g Gomega) {
+		now := realObjects(ctx, provider, "")
+		g.Expect(realAdded(realBeforeInstall[provider], now, ns)).To(BeEmpty(), "objects of the provider that were not there before the install")
+		g.Expect(realAdded(now, realBeforeInstall[provider], ns)).To(BeEmpty(), "objects of the provider that were there before the install and are gone")
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 
-	By("README's last two commands: delete the CRDs labelled part-of=ferry and the ferry-system namespace; the consumer is as it was")
+	By("the consumer keeps what README says helm uninstall keeps, nothing else")
+	csrs := realVirtualKubeletCSRs(ctx, consumer)
+	Expect(csrs).NotTo(BeEmpty(), "the virtual kubelet's serving certificate request")
+	// What ferry's components made at run time in the namespace the release
+	// did not make (helm install --create-namespace), and the CRDs (kept).
+	kept := append(realKeptByHelmUninstall(realConsumerID), csrs...)
+	slices.Sort(kept)
+	Eventually(func(g Gomega) {
+		now := realObjects(ctx, consumer, "")
+		g.Expect(realAdded(realBeforeInstall[consumer], now, ns)).To(Equal(kept), "objects of the consumer that were not there before the install")
+		g.Expect(realAdded(now, realBeforeInstall[consumer], ns)).To(BeEmpty(), "objects of the consumer that were there before the install and are gone")
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+
+	By("README's last two commands: delete the CRDs labelled part-of=ferry and the ferry-system namespace; the consumer is as it was but for the issued certificate request")
 	out, err = consumer.Kubectl(ctx, "delete", "crd", "-l", "app.kubernetes.io/part-of=ferry", "--wait")
 	Expect(err).NotTo(HaveOccurred(), out)
 	out, err = consumer.Kubectl(ctx, "delete", "namespace", charts.Namespace, "--wait")
 	Expect(err).NotTo(HaveOccurred(), out)
 	Eventually(func(g Gomega) {
-		g.Expect(realAdded(realBeforeInstall[consumer], everything(ctx, consumer), ns)).To(BeEmpty())
-		g.Expect(realAdded(everything(ctx, consumer), realBeforeInstall[consumer], ns)).To(BeEmpty(), "objects gone since the install")
-	}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(Succeed())
+		now := realObjects(ctx, consumer, "")
+		g.Expect(realAdded(realBeforeInstall[consumer], now, ns)).To(Equal(csrs), "objects of the consumer that were not there before the install")
+		g.Expect(realAdded(now, realBeforeInstall[consumer], ns)).To(BeEmpty(), "objects of the consumer that were there before the install and are gone")
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+}
+
+// realKeptByHelmUninstall is what README says helm uninstall leaves in a
+// cluster with ID id (besides issued certificate requests): ferry's CRDs and
+// the API group the API server serves for them, and the ferry-system
+// namespace with what ferry's components made in it at run time.
+func realKeptByHelmUninstall(id string) []string {
+	sys := charts.Namespace
+	kept := []string{
+		"/Namespace /" + sys,
+		"/ConfigMap " + sys + "/kube-root-ca.crt",       // Kubernetes' own, in every namespace
+		"/ServiceAccount " + sys + "/default",           // likewise
+		"/ConfigMap " + sys + "/ferry-cluster-identity", // the recorded cluster ID
+		"/ConfigMap " + sys + "/ferry-ipam",             // the network fabric's address allocations
+		"/Secret " + sys + "/ferry-webhook-certs",       // ferry-webhook's self-managed CA and certificate
+		"/Secret " + sys + "/ferry-gateway-key",         // the gateway's WireGuard key
+		"coordination.k8s.io/Lease " + sys + "/ferry-controller-manager",
+		"coordination.k8s.io/Lease " + sys + "/ferry-scheduler",
+		"ferry.io/NetworkConfig " + sys + "/" + id, // the cluster's own networks
+		"apiregistration.k8s.io/APIService /v1alpha1.ferry.io",
+	}
+	for _, crd := range []string{"foreignclusters", "namespaceoffloadings", "networkconfigs", "peeringquotas", "resourceslices", "shadowpods", "twinnamespaces", "virtualnodes"} {
+		kept = append(kept, "apiextensions.k8s.io/CustomResourceDefinition /"+crd+".ferry.io")
+	}
+	slices.Sort(kept)
+	return kept
+}
+
+// realVirtualKubeletCSRs lists, as realObjects does, the certificate
+// requests of ferry's virtual kubelets in c (for their serving
+// certificates, to the kubelet-serving signer), each approved and issued.
+func realVirtualKubeletCSRs(ctx context.Context, c *testbed.Cluster) []string {
+	GinkgoHelper()
+	var csrs certificatesv1.CertificateSigningRequestList
+	Expect(c.Client.List(ctx, &csrs)).To(Succeed())
+	var out []string
+	for _, csr := range csrs.Items {
+		// system:serviceaccount:<the VirtualNode's namespace>:ferry-vk-<node>
+		parts := strings.Split(csr.Spec.Username, ":")
+		if len(parts) != 4 || parts[1] != "serviceaccount" || !strings.HasPrefix(parts[3], peering.VirtualKubeletIdentity("")) {
+			continue
+		}
+		Expect(csr.Spec.SignerName).To(Equal(certificatesv1.KubeletServingSignerName), "CSR %s", csr.Name)
+		Expect(csr.Status.Certificate).NotTo(BeEmpty(), "CSR %s issued", csr.Name)
+		out = append(out, "certificates.k8s.io/CertificateSigningRequest /"+csr.Name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // realAdded is what now lists and before did not, leaving out the objects of
@@ -205,11 +261,15 @@ func realAdded(before, now []string, ns string) []string {
 
 // realLabelledObjects lists every object of every listable kind c serves that
 // matches the label selector, as "group/kind namespace/name".
-func realLabelledObjects(ctx context.Context, c *testbed.Cluster, selector string) []string {
+func realObjects(ctx context.Context, c *testbed.Cluster, selector string) []string {
 	GinkgoHelper()
-	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	config := rest.CopyConfig(c.Config)
+	// Listing every kind meets deprecated ones (v1 Endpoints,
+	// ComponentStatus): not this spec's concern.
+	config.WarningHandler = rest.NoWarnings{}
+	dc, err := discovery.NewDiscoveryClientForConfig(config)
 	Expect(err).NotTo(HaveOccurred())
-	dyn, err := dynamic.NewForConfig(c.Config)
+	dyn, err := dynamic.NewForConfig(config)
 	Expect(err).NotTo(HaveOccurred())
 	lists, err := dc.ServerPreferredResources()
 	Expect(err).NotTo(HaveOccurred())
@@ -218,7 +278,7 @@ func realLabelledObjects(ctx context.Context, c *testbed.Cluster, selector strin
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
 		Expect(err).NotTo(HaveOccurred())
 		for _, r := range l.APIResources {
-			if !slices.Contains(r.Verbs, "list") {
+			if !slices.Contains(r.Verbs, "list") || r.Kind == "Event" {
 				continue
 			}
 			items, err := dyn.Resource(gv.WithResource(r.Name)).List(ctx, metav1.ListOptions{LabelSelector: selector})
