@@ -130,6 +130,12 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 	var pods corev1.PodList
 	Expect(consumer.Client.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
 	Expect(pods.Items).To(BeEmpty(), "the namespace's pods on the virtual node are drained")
+	// The user's own objects go with their namespace; what is left to
+	// compare afterwards is ferry's.
+	Expect(consumer.Client.Delete(ctx, &nsObj)).To(Succeed())
+	Eventually(func() error {
+		return consumer.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(MatchError(ContainSubstring("not found")), "namespace %s deleted", ns)
 
 	By("ferryctl unpeer: no virtual node, nothing of the consumer left in the provider")
 	start = time.Now()
@@ -165,12 +171,12 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 	for _, c := range []*testbed.Cluster{provider, consumer} {
 		now := realObjects(ctx, c, "")
 		GinkgoWriter.Printf("%s right after the uninstall: added since the install:\n  %s\ngone since the install:\n  %s\n", c.Name,
-			strings.Join(realAdded(realBeforeInstall[c], now, ns), "\n  "), strings.Join(realAdded(now, realBeforeInstall[c], ns), "\n  "))
+			strings.Join(realAdded(realBeforeInstall[c], now), "\n  "), strings.Join(realAdded(now, realBeforeInstall[c]), "\n  "))
 	}
 	Eventually(func(g Gomega) {
 		now := realObjects(ctx, provider, "")
-		g.Expect(realAdded(realBeforeInstall[provider], now, ns)).To(BeEmpty(), "objects of the provider that were not there before the install")
-		g.Expect(realAdded(now, realBeforeInstall[provider], ns)).To(BeEmpty(), "objects of the provider that were there before the install and are gone")
+		g.Expect(realAdded(realBeforeInstall[provider], now)).To(BeEmpty(), "objects of the provider that were not there before the install")
+		g.Expect(realAdded(now, realBeforeInstall[provider])).To(BeEmpty(), "objects of the provider that were there before the install and are gone")
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 
 	By("the consumer keeps what README says helm uninstall keeps, nothing else")
@@ -182,8 +188,8 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 	slices.Sort(kept)
 	Eventually(func(g Gomega) {
 		now := realObjects(ctx, consumer, "")
-		g.Expect(realAdded(realBeforeInstall[consumer], now, ns)).To(Equal(kept), "objects of the consumer that were not there before the install")
-		g.Expect(realAdded(now, realBeforeInstall[consumer], ns)).To(BeEmpty(), "objects of the consumer that were there before the install and are gone")
+		g.Expect(realAdded(realBeforeInstall[consumer], now)).To(Equal(kept), "objects of the consumer that were not there before the install")
+		g.Expect(realAdded(now, realBeforeInstall[consumer])).To(BeEmpty(), "objects of the consumer that were there before the install and are gone")
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 
 	By("README's last two commands: delete the CRDs labelled part-of=ferry and the ferry-system namespace; the consumer is as it was but for the issued certificate request")
@@ -193,8 +199,8 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 	Expect(err).NotTo(HaveOccurred(), out)
 	Eventually(func(g Gomega) {
 		now := realObjects(ctx, consumer, "")
-		g.Expect(realAdded(realBeforeInstall[consumer], now, ns)).To(Equal(csrs), "objects of the consumer that were not there before the install")
-		g.Expect(realAdded(now, realBeforeInstall[consumer], ns)).To(BeEmpty(), "objects of the consumer that were there before the install and are gone")
+		g.Expect(realAdded(realBeforeInstall[consumer], now)).To(Equal(csrs), "objects of the consumer that were not there before the install")
+		g.Expect(realAdded(now, realBeforeInstall[consumer])).To(BeEmpty(), "objects of the consumer that were there before the install and are gone")
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 }
 
@@ -246,15 +252,13 @@ func realVirtualKubeletCSRs(ctx context.Context, c *testbed.Cluster) []string {
 	return out
 }
 
-// realAdded is what now lists and before did not, leaving out the objects of
-// the specs' own namespace ns (made after the snapshot, deleted with it).
-func realAdded(before, now []string, ns string) []string {
+// realAdded is what now lists and before did not.
+func realAdded(before, now []string) []string {
 	var out []string
 	for _, o := range now {
-		if slices.Contains(before, o) || strings.Contains(o, " "+ns+"/") || strings.HasSuffix(o, "/Namespace /"+ns) {
-			continue
+		if !slices.Contains(before, o) {
+			out = append(out, o)
 		}
-		out = append(out, o)
 	}
 	return out
 }
