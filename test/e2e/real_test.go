@@ -77,6 +77,8 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 		})
 	})
 
+	BeforeAll(realSnapshotBeforeInstall)
+
 	It("installs with the Helm chart on the consumer and ferryctl install on the provider; every component runs Ready from its image", func(ctx context.Context) {
 		By("helm install on the consumer")
 		start := time.Now()
@@ -193,6 +195,8 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 
 	It("lets an offloaded pod use the consumer's API server with its own service account's token (kubectl in the pod, in-cluster configuration)", realAPIServerFromOffloadedPod)
 
+	It("keeps a StatefulSet's data in the provider: each pod, deleted or scaled to 0 and back, returns there to its own claim and file", realStatefulDataSurvives)
+
 	It("ran every ferry component without a restart", func(ctx context.Context) {
 		var total int64
 		for _, c := range []*testbed.Cluster{consumer, provider} {
@@ -220,6 +224,9 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	It("serves pods on both sides through a LocalAndRemote namespace's Service with endpoints in both clusters", realLocalAndRemoteService)
 	It("carries 1400-byte and 64 KiB requests both ways over a 1400-byte underlay", realLargePackets)
 	It("recovers cross-cluster traffic by itself when a gateway pod is deleted", realGatewayRestart)
+
+	// Last: ferry is gone after it.
+	It("unoffloads a namespace, leaving nothing of its twin in the provider; unpeers and uninstalls, leaving what README says", realUnoffloadAndUninstall)
 })
 
 // expectFerryPodsReady checks every pod in ferry-system is Running, Ready,

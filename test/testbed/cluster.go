@@ -63,7 +63,8 @@ type Options struct {
 	// StorageClassStandard (the default) and StorageClassFast, both waiting
 	// for the first consumer, served by a hostpath provisioner running in
 	// the test process (see package hostpath); its volumes are directories
-	// under Dir/VolumesDir. It implies ControllerManager, whose PV
+	// under Dir/VolumesDir, which real nodes' kubelets mount into their
+	// containers as hostPath volumes. It implies ControllerManager, whose PV
 	// controller hands claims to the provisioner and binds them; a pod's
 	// claims are provisioned once a scheduler (Scheduler, or ferry's) has
 	// picked its node. Start returns once the provisioner watches claims.

@@ -30,7 +30,8 @@ import (
 const ParameterCapacity = "capacity"
 
 // LabelHostname is the node label volumes are pinned by. Its value is taken
-// to be the node's name, as on the test bed's kwok nodes.
+// to be the node's name, as on the test bed's kwok nodes and its real ones
+// (whose kubelet sets it from --hostname-override, the node's name).
 const LabelHostname = "kubernetes.io/hostname"
 
 // Provisioner makes hostPath volumes as directories <root>/<volume name>.
