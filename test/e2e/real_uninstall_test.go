@@ -135,7 +135,7 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 	Expect(consumer.Client.Delete(ctx, &nsObj)).To(Succeed())
 	Eventually(func() error {
 		return consumer.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
-	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(MatchError(ContainSubstring("not found")), "namespace %s deleted", ns)
+	}).WithContext(ctx).WithTimeout(2*time.Minute).Should(MatchError(ContainSubstring("not found")), "namespace %s deleted", ns)
 
 	By("ferryctl unpeer: no virtual node, nothing of the consumer left in the provider")
 	start = time.Now()
