@@ -135,13 +135,13 @@ func TestRealNodeStorage(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "from-host"), []byte(fromHost+pv.Name), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err = c.Exec(ctx, ns, pod.Name, "/agnhost", "mounttest", "--file_content=/data/from-host")
+	out, err = execPrinting(ctx, t, c, ns, pod.Name, "/agnhost", "mounttest", "--file_content=/data/from-host")
 	if err != nil || !strings.Contains(out, fromHost+pv.Name) {
 		t.Errorf("read /data/from-host in the container: %v: %q, want %q", err, out, fromHost+pv.Name)
 	}
 	// The container's /data is the node's mount of that directory, not a
 	// folder in the container's own root.
-	out, err = c.Exec(ctx, ns, pod.Name, "/agnhost", "mounttest", "--file_content=/proc/self/mountinfo")
+	out, err = execPrinting(ctx, t, c, ns, pod.Name, "/agnhost", "mounttest", "--file_content=/proc/self/mountinfo")
 	if err != nil || !mountedAt(out, "/data") {
 		t.Errorf("no mount at /data in the container (%v):\n%s", err, out)
 	}
@@ -188,4 +188,22 @@ func mountedAt(mountinfo, path string) bool {
 		}
 	}
 	return false
+}
+
+// execPrinting runs a command that always prints (agnhost mounttest
+// --file_content) and tries again, up to 3 times, when the exec ends
+// without error and without any output: seen once in a full make test run
+// here and in 5 of 10 first execs of the demo, through the API server's
+// WebSocket-to-SPDY translation, the kubelet and containerd 1.6, with no
+// ferry component in the path (cause not attributed). A command that fails
+// or prints something is not retried.
+func execPrinting(ctx context.Context, t *testing.T, c *testbed.Cluster, ns, pod string, command ...string) (string, error) {
+	t.Helper()
+	for try := 1; ; try++ {
+		out, err := c.Exec(ctx, ns, pod, command...)
+		if err != nil || out != "" || try == 3 {
+			return out, err
+		}
+		t.Logf("exec %v in %s/%s ended without error and without output (try %d); trying again", command, ns, pod, try)
+	}
 }
