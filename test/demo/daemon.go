@@ -128,6 +128,23 @@ func RunDaemon(cfg Config) (err error) {
 		return err
 	}
 
+	img := <-gatewayImage
+	if img.err != nil {
+		return img.err
+	}
+	progress(fmt.Sprintf("network fabric: ferry-gateway's image built in %s; imported into every real node; ferry-gateway and a route agent per real node run as pods of each cluster (manifests/gateway), starting while ferry's other components start",
+		img.took.Round(100*time.Millisecond)))
+	for _, c := range clusters {
+		for _, n := range c.RealNodes {
+			if err := n.ImportImage(ctx, img.tarball); err != nil {
+				return err
+			}
+		}
+		if err := installFabric(ctx, cfg, c); err != nil {
+			return err
+		}
+	}
+
 	comps := &components{cfg: cfg, logs: logs, log: daemonLogger()}
 	defer comps.stopAll()
 	statusPath := filepath.Join(cfg.StateDir, statusFile)
@@ -157,28 +174,6 @@ func RunDaemon(cfg Config) (err error) {
 	progress("starting ferry-scheduler for the consumer (a second scheduler, profile " + SchedulerName + ", beside kube-scheduler's default-scheduler)")
 	if err := comps.startScheduler(consumer); err != nil {
 		return err
-	}
-
-	img := <-gatewayImage
-	if img.err != nil {
-		return img.err
-	}
-	progress(fmt.Sprintf("network fabric: ferry-gateway's image built in %s; imported into every real node; ferry-gateway and a route agent per real node run as pods of each cluster (manifests/gateway)",
-		img.took.Round(100*time.Millisecond)))
-	for _, c := range clusters {
-		for _, n := range c.RealNodes {
-			if err := n.ImportImage(ctx, img.tarball); err != nil {
-				return err
-			}
-		}
-		if err := installFabric(ctx, cfg, c); err != nil {
-			return err
-		}
-	}
-	for _, c := range clusters {
-		if err := waitFabricPods(ctx, c); err != nil {
-			return err
-		}
 	}
 
 	kubectl, err := binaries.Path("kubectl")

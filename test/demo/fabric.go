@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ferry-io/ferry/test/testbed"
@@ -108,44 +110,66 @@ func installFabric(ctx context.Context, cfg Config, c *testbed.Cluster) error {
 	return c.ApplyKustomization(ctx, dir)
 }
 
-// waitFabricPods waits until c's gateway and route agents run Ready.
-func waitFabricPods(ctx context.Context, c *testbed.Cluster) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	var last string
+// fabricSelector selects the gateway and route agent pods.
+const fabricSelector = "app.kubernetes.io/name in (ferry-gateway,ferry-route-agent)"
+
+// waitFabricPods waits until the gateway and route agents of the cluster
+// c is a client of run Ready, for up to two minutes.
+func waitFabricPods(ctx context.Context, cluster string, c *clients) error {
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		out, err := c.Kubectl(ctx, "get", "pods", "-n", "ferry-system", "-l", "app.kubernetes.io/part-of=ferry",
-			"-o", `jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.containerStatuses[0].ready}{"\n"}{end}`)
+		pods, err := c.kube.CoreV1().Pods(ferrySystem).List(ctx, metav1.ListOptions{LabelSelector: fabricSelector})
+		var state string
 		if err == nil {
-			last = strings.TrimSpace(out)
-			if fabricPodsReady(last) {
+			var ready bool
+			if ready, state = fabricPodsReady(pods.Items); ready {
 				return nil
 			}
 		} else {
-			last = err.Error()
+			state = err.Error()
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: ferry's gateway and route agent not Running and Ready after 2m (%s); kubectl --kubeconfig %s get pods -n ferry-system", c.Name, last, c.KubeconfigPath)
-		case <-time.After(time.Second):
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: ferry's gateway and route agents are not Running and Ready after 2m (%s)", cluster, state)
+		}
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
 		}
 	}
 }
 
-// fabricPodsReady reads "<pod> <phase> <ready>" lines: a gateway and at
-// least one route agent, all Running and Ready.
-func fabricPodsReady(lines string) bool {
-	gateway, agent := false, false
-	for _, l := range strings.Split(lines, "\n") {
-		f := strings.Fields(l)
-		if len(f) != 3 {
-			continue
+// ferrySystem is ferry's namespace.
+const ferrySystem = "ferry-system"
+
+// fabricPodsReady says whether pods hold a gateway and at least one route
+// agent, all Running and Ready, and else what they are.
+func fabricPodsReady(pods []corev1.Pod) (bool, string) {
+	gateway, agent, all := false, false, true
+	var states []string
+	for _, p := range pods {
+		ready := p.Status.Phase == corev1.PodRunning && podReady(&p)
+		all = all && ready
+		states = append(states, fmt.Sprintf("%s %s ready=%t", p.Name, p.Status.Phase, ready))
+		switch p.Labels["app.kubernetes.io/name"] {
+		case "ferry-gateway":
+			gateway = true
+		case "ferry-route-agent":
+			agent = true
 		}
-		if f[1] != "Running" || f[2] != "true" {
-			return false
-		}
-		gateway = gateway || strings.HasPrefix(f[0], "ferry-gateway-")
-		agent = agent || strings.HasPrefix(f[0], "ferry-route-agent-")
 	}
-	return gateway && agent
+	if !gateway {
+		states = append(states, "no gateway pod")
+	}
+	if !agent {
+		states = append(states, "no route agent pod")
+	}
+	return gateway && agent && all, strings.Join(states, ", ")
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -101,21 +101,37 @@ func TestFabricKustomizationShapesTheGatewayForTheDemo(t *testing.T) {
 }
 
 func TestFabricPodsReadyNeedsAGatewayAndRouteAgentsAllReady(t *testing.T) {
+	pod := func(name, app string, phase corev1.PodPhase, ready bool) corev1.Pod {
+		p := corev1.Pod{}
+		p.Name, p.Labels, p.Status.Phase = name, map[string]string{"app.kubernetes.io/name": app}, phase
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		return p
+	}
+	gw := pod("ferry-gateway-x", "ferry-gateway", corev1.PodRunning, true)
+	agent := pod("ferry-route-agent-a", "ferry-route-agent", corev1.PodRunning, true)
+	agent2 := pod("ferry-route-agent-b", "ferry-route-agent", corev1.PodRunning, true)
 	for _, tc := range []struct {
-		lines string
-		want  bool
+		name      string
+		pods      []corev1.Pod
+		want      bool
+		wantState string
 	}{
-		{"ferry-gateway-5d8f-x Running true\nferry-route-agent-abc Running true", true},
-		{"ferry-gateway-5d8f-x Running true\nferry-route-agent-abc Running true\nferry-route-agent-def Running true", true},
-		{"ferry-gateway-5d8f-x Running false\nferry-route-agent-abc Running true", false},
-		{"ferry-gateway-5d8f-x Pending \nferry-route-agent-abc Running true", false},
-		{"ferry-gateway-5d8f-x Running true\nferry-route-agent-abc Running true\nferry-route-agent-def Pending false", false},
-		{"ferry-route-agent-abc Running true", false},
-		{"ferry-gateway-5d8f-x Running true", false},
-		{"", false},
+		{"gateway and agent", []corev1.Pod{gw, agent}, true, ""},
+		{"two agents", []corev1.Pod{gw, agent, agent2}, true, ""},
+		{"gateway not ready", []corev1.Pod{pod("ferry-gateway-x", "ferry-gateway", corev1.PodRunning, false), agent}, false, "ferry-gateway-x Running ready=false"},
+		{"gateway pending", []corev1.Pod{pod("ferry-gateway-x", "ferry-gateway", corev1.PodPending, false), agent}, false, "ferry-gateway-x Pending"},
+		{"one agent pending", []corev1.Pod{gw, agent, pod("ferry-route-agent-b", "ferry-route-agent", corev1.PodPending, false)}, false, "ferry-route-agent-b Pending"},
+		{"no gateway", []corev1.Pod{agent}, false, "no gateway pod"},
+		{"no agent", []corev1.Pod{gw}, false, "no route agent pod"},
+		{"nothing", nil, false, "no gateway pod, no route agent pod"},
 	} {
-		if got := fabricPodsReady(tc.lines); got != tc.want {
-			t.Errorf("fabricPodsReady(%q) = %t, want %t", tc.lines, got, tc.want)
+		got, state := fabricPodsReady(tc.pods)
+		if got != tc.want || !strings.Contains(state, tc.wantState) {
+			t.Errorf("%s: %t (%s), want %t, state with %q", tc.name, got, state, tc.want, tc.wantState)
 		}
 	}
 }

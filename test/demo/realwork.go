@@ -44,8 +44,10 @@ func agnhostContainer(name, cpu string, args ...string) corev1.Container {
 			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("128Mi")}}}
 	if len(args) > 0 && args[0] == "netexec" {
 		c.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: httpPort}}
+		// A TCP probe: netexec logs every HTTP request, and its log is
+		// shown.
 		c.ReadinessProbe = &corev1.Probe{PeriodSeconds: 1,
-			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(httpPort)}}}
+			ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(httpPort)}}}
 	}
 	return c
 }

@@ -76,11 +76,14 @@ func Up(ctx context.Context, cfg Config, out io.Writer) error {
 	if cfg.Providers > 1 {
 		what = fmt.Sprintf("%d local clusters (a consumer, %d providers)", cfg.Providers+1, cfg.Providers)
 	}
+	started := time.Now()
 	fmt.Fprintln(out, "==> starting "+what+" and ferry (logs in "+filepath.Join(cfg.StateDir, daemonLog)+")")
 	if err := startDaemon(cfg); err != nil {
 		return err
 	}
-	if err := showcase(ctx, cfg, out); err != nil {
+	err = showcase(ctx, cfg, out)
+	fmt.Fprintf(out, "\n(ferry-demo up took %s)\n", time.Since(started).Round(100*time.Millisecond))
+	if err != nil {
 		return fmt.Errorf("%w\n(what runs is left for inspection, logs in %s; make demo-down stops it)", err, cfg.StateDir)
 	}
 	return nil
@@ -239,14 +242,36 @@ func showRealWork(ctx context.Context, out io.Writer, consumer *clients, provide
 	fmt.Fprintf(out, "\n==> a consumer pod calls the offloaded pods' Service: %s/%s (on this cluster's real node) asks http://%s:%d/hostname\n"+
 		"    (netexec's /dial, through the API server's pod proxy): consumer pod → Service → the api pods' addresses as the consumer\n"+
 		"    sees them → ferry-gateway → WireGuard → ferry-gateway → the provider's pod\n", LocalNamespace, web.Name, serviceHost(), httpPort)
-	path, answer, callErr := callService(ctx, consumer, web.Name, hostnames)
-	fmt.Fprintf(out, "    $ kubectl get --raw '%s'\n", path)
-	if callErr != nil {
+	var path string
+	var answer dialAnswer
+	var callErr error
+	for _, fc := range append([]namedClients{{consumerName, consumer}}, sortedProviders(providers)...) {
+		if callErr = waitFabricPods(ctx, fc.name, fc.c); callErr != nil {
+			break
+		}
+	}
+	if callErr == nil {
+		path, answer, callErr = callService(ctx, consumer, web.Name, hostnames)
+	}
+	if path != "" {
+		fmt.Fprintf(out, "    $ kubectl get --raw '%s'\n", path)
+	}
+	if path == "" {
+		fmt.Fprintf(out, "      FAILED before the call: %v\n", callErr)
+		fmt.Fprintln(out, "      the network fabric's pods are not ready: kubectl get pods -n ferry-system (in each cluster)")
+	} else if callErr != nil {
 		fmt.Fprintf(out, "      FAILED: %v\n", callErr)
 		fmt.Fprintln(out, "      the cross-cluster call did not get an answer from an api pod: the network fabric's data path failed (see ferry-gateway's and the route agents' logs: kubectl logs -n ferry-system deploy/ferry-gateway)")
 	} else {
 		fmt.Fprintf(out, "      answered %q: the hostname of the provider's pod %s-%s/%s, a container on the provider's real node\n",
 			answer.Responses[0], Namespace, consumerName, answer.Responses[0])
+		// Exec and logs then show the pod that answered (the provider's
+		// pod has the consumer pod's name).
+		for i, p := range pods[Namespace] {
+			if p.Name == answer.Responses[0] {
+				api = &pods[Namespace][i]
+			}
+		}
 	}
 
 	fmt.Fprintf(out, "\n==> kubectl exec -n %s %s -- /agnhost etc-hosts   (through the virtual kubelet to the provider's kubelet)\n", Namespace, api.Name)
@@ -278,6 +303,21 @@ func showRealWork(ctx context.Context, out io.Writer, consumer *clients, provide
 		return fmt.Errorf("%s could not call the api Service across the clusters: %w", web.Name, callErr)
 	}
 	return nil
+}
+
+type namedClients = struct {
+	name string
+	c    *clients
+}
+
+// sortedProviders are the providers' clients by name.
+func sortedProviders(providers map[string]*clients) []namedClients {
+	var out []namedClients
+	for name, c := range providers {
+		out = append(out, namedClients{name, c})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
 }
 
 // retry runs f every second until it succeeds or timeout passes, returning
