@@ -151,20 +151,23 @@ func annotateTwins(ctx context.Context, out io.Writer, consumer *clients, kubect
 }
 
 // remoteHostnames are the hostnames of the provider pods running the
-// consumer's pods of namespace (a pod's hostname is its name).
-func remoteHostnames(ctx context.Context, providers map[string]*clients, namespace string) ([]string, error) {
+// consumer's pods of namespace (a pod's hostname is its name), with the
+// provider running each.
+func remoteHostnames(ctx context.Context, providers map[string]*clients, namespace string) ([]string, map[string]string, error) {
 	var names []string
+	where := map[string]string{}
 	for name, p := range providers {
 		var list corev1.PodList
 		if err := p.ctrl.List(ctx, &list, client.MatchingLabels{ferryv1alpha1.LabelOriginNamespace: namespace}); err != nil {
-			return nil, fmt.Errorf("list pods of %s in %s: %w", namespace, name, err)
+			return nil, nil, fmt.Errorf("list pods of %s in %s: %w", namespace, name, err)
 		}
 		for _, r := range list.Items {
 			names = append(names, r.Name)
+			where[r.Name] = name + ": " + r.Namespace + "/" + r.Name + " on " + r.Spec.NodeName
 		}
 	}
 	slices.Sort(names)
-	return names, nil
+	return names, where, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

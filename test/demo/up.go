@@ -235,7 +235,7 @@ func showRealWork(ctx context.Context, out io.Writer, consumer *clients, provide
 	if web == nil || api == nil {
 		return errors.New("no Running web pod or offloaded api pod to show")
 	}
-	hostnames, err := remoteHostnames(ctx, providers, Namespace)
+	hostnames, where, err := remoteHostnames(ctx, providers, Namespace)
 	if err != nil {
 		return err
 	}
@@ -263,8 +263,8 @@ func showRealWork(ctx context.Context, out io.Writer, consumer *clients, provide
 		fmt.Fprintf(out, "      FAILED: %v\n", callErr)
 		fmt.Fprintln(out, "      the cross-cluster call did not get an answer from an api pod: the network fabric's data path failed (see ferry-gateway's and the route agents' logs: kubectl logs -n ferry-system deploy/ferry-gateway)")
 	} else {
-		fmt.Fprintf(out, "      answered %q: the hostname of the provider's pod %s-%s/%s, a container on the provider's real node\n",
-			answer.Responses[0], Namespace, consumerName, answer.Responses[0])
+		fmt.Fprintf(out, "      answered %q: the hostname of the pod %s, a container on that provider's real node\n",
+			answer.Responses[0], where[answer.Responses[0]])
 		// Exec and logs then show the pod that answered (the provider's
 		// pod has the consumer pod's name).
 		for i, p := range pods[Namespace] {

@@ -61,7 +61,7 @@ var _ = Describe("The demo", Label("demo"), func() {
 		network := regexp.MustCompile(`(?m)^\s+provider\s+10\.244\.0\.0/16\s+10\.\d+\.0\.0/16\s+10\.\d+\.0\.0/16\s+10\.\d+\.\d+\.\d+\s+(up|down \(\w+\))\s`)
 		// The fabric's data path: a consumer pod called the api Service,
 		// answered by a provider pod (its hostname).
-		fabric := regexp.MustCompile(`(?m)^\s+answered "(api-\S+)": the hostname of the provider's pod demo-consumer/api-\S+, a container on the provider's real node$`)
+		fabric := regexp.MustCompile(`(?m)^\s+answered "(api-\S+)": the hostname of the pod provider: demo-consumer/api-\S+ on provider-node-0, a container on that provider's real node$`)
 		// exec in the answering pod: its kubelet-managed /etc/hosts names
 		// it at its provider IP.
 		execHosts := regexp.MustCompile(`(?m)^\s+10\.244\.\d+\.\d+\s+(api-\S+)$`)
