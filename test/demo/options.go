@@ -46,7 +46,7 @@ type componentFlag struct {
 const defaultDir = ".demo"
 
 // MaxProviders bounds --providers: each provider is a cluster of its own
-// (etcd, kube-apiserver, controllers, kwok: about half a GiB).
+// (etcd, kube-apiserver, controllers, kwok, a real node).
 const MaxProviders = 5
 
 // defaultProviderLabels are the provider nodes' labels unless
