@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferry-io/ferry/api/placement"
@@ -276,16 +277,31 @@ func showRealWork(ctx context.Context, out io.Writer, consumer *clients, provide
 
 	fmt.Fprintf(out, "\n==> kubectl exec -n %s %s -- /agnhost etc-hosts   (through the virtual kubelet to the provider's kubelet)\n", Namespace, api.Name)
 	var execOut string
+	var firstExecErr error
+	tries := 0
 	if err := retry(ctx, time.Minute, func() error {
+		tries++
 		execOut, err = consumer.exec(ctx, Namespace, api.Name, "/agnhost", "etc-hosts")
 		if err != nil {
 			return fmt.Errorf("exec in %s: %w: %s", api.Name, err, execOut)
+		}
+		// Seen: the first exec into an offloaded pod ending without error
+		// and without the command's output (not with kubectl exec after).
+		if !strings.Contains(execOut, api.Name) {
+			err := fmt.Errorf("exec in %s: the output does not name the pod: %q", api.Name, execOut)
+			if firstExecErr == nil {
+				firstExecErr = err
+			}
+			return err
 		}
 		return nil
 	}); err != nil {
 		return err
 	}
 	fmt.Fprint(out, indent(execOut))
+	if tries > 1 {
+		fmt.Fprintf(out, "      (exec needed %d tries; the first: %v)\n", tries, firstExecErr)
+	}
 
 	fmt.Fprintf(out, "\n==> kubectl logs -n %s %s   (netexec's log, from the provider's real node)\n", Namespace, api.Name)
 	var logs []byte
@@ -425,7 +441,16 @@ type clients struct {
 func (c *clients) exec(ctx context.Context, namespace, pod string, command ...string) (string, error) {
 	req := c.kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	executor, err := remotecommand.NewWebSocketExecutor(c.cfg, "GET", req.URL().String())
+	// As kubectl exec: WebSockets, SPDY where the server cannot upgrade.
+	ws, err := remotecommand.NewWebSocketExecutor(c.cfg, "GET", req.URL().String())
+	if err != nil {
+		return "", err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(c.cfg, "POST", req.URL())
+	if err != nil {
+		return "", err
+	}
+	executor, err := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
 	if err != nil {
 		return "", err
 	}
