@@ -81,7 +81,7 @@ dist: ## ferryctl's release archives (kubectl-ferry for linux and darwin, amd64 
 	$(GO) run ./hack/dist -version $(VERSION) -commit $(COMMIT) -out bin/dist $(if $(DIST_URL_BASE),-url-base $(DIST_URL_BASE))
 
 .PHONY: demo
-demo: testbed build ## Two local clusters, peered, namespace demo offloaded, a sample app running remotely; left running. DEMO_FLAGS='--providers 2 --dir .demo-2 ...' (bin/ferry-demo up --help).
+demo: testbed build ## Two local clusters with a real node each (root), peered, namespace demo offloaded, its pods real containers in the provider answering a consumer pod; left running. DEMO_FLAGS='--providers 2 --dir .demo-2 ...' (bin/ferry-demo up --help).
 	$(GO) build -o bin/ferry-demo ./test/cmd/demo
 	bin/ferry-demo up $(DEMO_FLAGS)
 

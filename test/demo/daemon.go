@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +19,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -56,17 +59,45 @@ func RunDaemon(cfg Config) (err error) {
 		return err
 	}
 
+	if err := testbed.RealNodesAvailable(); err != nil {
+		return fmt.Errorf("the demo runs a real node in each cluster: %w", err)
+	}
+	// ferry-gateway's image builds while the clusters start.
+	type image struct {
+		tarball string
+		err     error
+		took    time.Duration
+	}
+	gatewayImage := make(chan image, 1)
+	go func() {
+		start := time.Now()
+		t, err := buildGatewayImage(ctx, cfg.RepoRoot, filepath.Join(cfg.StateDir, "images"))
+		gatewayImage <- image{tarball: t, err: err, took: time.Since(start)}
+	}()
+
+	underlay, err := testbed.NewUnderlay()
+	if err != nil {
+		return fmt.Errorf("the real nodes' underlay: %w", err)
+	}
+	defer func() { _ = underlay.Close() }() // after the clusters' stop, deferred below
+
 	providerNames := cfg.providerNames()
 	opts := []testbed.Options{{Name: consumerName, ControllerManager: true, Scheduler: true, Storage: true,
-		Nodes: []testbed.NodePool{{Name: consumerName + "-node", Count: 3, CPU: "4", Memory: "16Gi"}}}}
+		RealNodes: 1, Underlay: underlay}}
 	for i, name := range providerNames {
 		opts = append(opts, testbed.Options{Name: name, ControllerManager: true, Scheduler: true, Storage: true,
-			Nodes: []testbed.NodePool{{Name: name + "-node", Count: 5, CPU: "16", Memory: "64Gi", Labels: cfg.providerLabels[i]}}})
+			RealNodes: 1, Underlay: underlay,
+			// The provider keeps the demo's offloaded pods on its real
+			// node by their twin namespace's node selector.
+			ExtraAPIServerArgs: []string{"--enable-admission-plugins=PodNodeSelector"},
+			Nodes:              []testbed.NodePool{{Name: name + "-sim", Count: simulatedProviderNodes, CPU: "16", Memory: "64Gi", Labels: cfg.providerLabels[i]}}})
 	}
 	if len(providerNames) == 1 {
-		progress(fmt.Sprintf("starting the consumer cluster (3 nodes) and the provider cluster (5 nodes, labels %s)", labels.Set(cfg.providerLabels[0])))
+		progress(fmt.Sprintf("starting the consumer cluster (a real node) and the provider cluster (a real node and %d simulated ones, labels %s), and building ferry-gateway's image",
+			simulatedProviderNodes, labels.Set(cfg.providerLabels[0])))
 	} else {
-		progress(fmt.Sprintf("starting the consumer cluster (3 nodes) and %d provider clusters (5 nodes each): %s", len(providerNames), strings.Join(providerNames, ", ")))
+		progress(fmt.Sprintf("starting the consumer cluster (a real node) and %d provider clusters (a real node and %d simulated ones each): %s, and building ferry-gateway's image",
+			len(providerNames), simulatedProviderNodes, strings.Join(providerNames, ", ")))
 	}
 	clusters, err := testbed.StartClusters(ctx, opts...)
 	if err != nil {
@@ -79,6 +110,13 @@ func RunDaemon(cfg Config) (err error) {
 		}
 	}()
 	consumer, providers := clusters[0], clusters[1:]
+	for i, p := range providers {
+		// The real node shares the simulated ones' labels: the provider's
+		// region is still the one its nodes have in common.
+		if err := labelRealNodes(ctx, p, cfg.providerLabels[i]); err != nil {
+			return err
+		}
+	}
 
 	progress("installing ferry's CRDs and roles in every cluster, and its storage class in the consumer")
 	for _, c := range clusters {
@@ -88,6 +126,23 @@ func RunDaemon(cfg Config) (err error) {
 	}
 	if err := consumer.ApplyKustomization(ctx, filepath.Join(cfg.RepoRoot, "manifests", "storage")); err != nil {
 		return err
+	}
+
+	img := <-gatewayImage
+	if img.err != nil {
+		return img.err
+	}
+	progress(fmt.Sprintf("network fabric: ferry-gateway's image built in %s; imported into every real node; ferry-gateway and a route agent per real node run as pods of each cluster (manifests/gateway), starting while ferry's other components start",
+		img.took.Round(100*time.Millisecond)))
+	for _, c := range clusters {
+		for _, n := range c.RealNodes {
+			if err := n.ImportImage(ctx, img.tarball); err != nil {
+				return err
+			}
+		}
+		if err := installFabric(ctx, cfg, c); err != nil {
+			return err
+		}
 	}
 
 	comps := &components{cfg: cfg, logs: logs, log: daemonLogger()}
@@ -121,21 +176,12 @@ func RunDaemon(cfg Config) (err error) {
 		return err
 	}
 
-	progress("building the network fabric's lab (nodes and pods as network namespaces) and starting ferry-gateway and route agents")
-	fabric, ferr := startFabric(comps, clusters)
-	defer fabric.close()
-	if ferr != nil {
-		progress(ferr.Error())
-		_ = writeText(filepath.Join(cfg.StateDir, fabricFile), ferr.Error()+"\n")
-	} else {
-		go fabric.show(ctx, cfg.StateDir, consumer, providers)
-	}
-
 	kubectl, err := binaries.Path("kubectl")
 	if err != nil {
 		return err
 	}
 	ready := Ready{PID: os.Getpid(), ConsumerDir: consumer.Dir, ProviderDir: providers[0].Dir, Kubectl: kubectl,
+		ConsumerRealNode:   consumer.RealNodes[0].Name,
 		ConsumerKubeconfig: filepath.Join(cfg.StateDir, consumerName+".kubeconfig"),
 		ProviderKubeconfig: filepath.Join(cfg.StateDir, providerName+".kubeconfig")}
 	if err := copyFile(consumer.KubeconfigPath, ready.ConsumerKubeconfig); err != nil {
@@ -146,7 +192,7 @@ func RunDaemon(cfg Config) (err error) {
 		if err := copyFile(p.KubeconfigPath, kubeconfig); err != nil {
 			return err
 		}
-		ready.Providers = append(ready.Providers, ProviderReady{Name: p.Name, Kubeconfig: kubeconfig})
+		ready.Providers = append(ready.Providers, ProviderReady{Name: p.Name, Kubeconfig: kubeconfig, RealNode: p.RealNodes[0].Name})
 	}
 	if err := comps.writeStatus(statusPath); err != nil {
 		return err
@@ -169,6 +215,24 @@ func RunDaemon(cfg Config) (err error) {
 			}
 		}
 	}
+}
+
+// simulatedProviderNodes is how many kwok nodes each provider has beside
+// its real node: their capacity is what the scheduling part is about.
+const simulatedProviderNodes = 5
+
+// labelRealNodes gives c's real nodes the labels set.
+func labelRealNodes(ctx context.Context, c *testbed.Cluster, set map[string]string) error {
+	for _, n := range c.RealNodes {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": set}})
+		if err != nil {
+			return err
+		}
+		if _, err := c.Kube.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("label node %s of %s: %w", n.Name, c.Name, err)
+		}
+	}
+	return nil
 }
 
 // daemonLogger writes structured lines to the daemon's output (daemon.log).

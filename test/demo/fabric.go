@@ -2,214 +2,174 @@ package demo
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
-	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
-	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
-	"github.com/ferry-io/ferry/test/netlab"
 	"github.com/ferry-io/ferry/test/testbed"
+	"github.com/ferry-io/ferry/test/testbed/images"
 )
 
-// fabricFile is where the daemon writes what the network fabric showed.
-const fabricFile = "fabric.txt"
-
-// The lab's node subnets: kwok gives pod IPs from the low half, the
-// gateway pod sits in the other.
-var (
-	labSubnets = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/17"), netip.MustParsePrefix("10.244.128.0/17")}
-	gatewayIP  = netip.MustParseAddr("10.244.255.250")
+// The fabric's image: ferry-gateway (also the route agent), built by
+// hack/images for linux/amd64 and imported into every real node's
+// containerd as <gatewayRegistry>/ferry-gateway:<gatewayTag>.
+const (
+	gatewayRegistry  = "ferry.demo"
+	gatewayTag       = "demo"
+	gatewayComponent = "ferry-gateway"
 )
 
-// demoFabric is the network fabric's data path in the demo: each cluster's
-// nodes and pods as network namespaces of a lab that never touches the
-// host's own network (nothing but new namespaces, gone with the daemon), a
-// ferry-gateway per cluster and a route agent per lab node.
-type demoFabric struct {
-	lab  *netlab.Lab
-	labs map[string]*netlab.Cluster
+// buildGatewayImage builds ferry-gateway's image as `make images` does
+// (hack/images: a static binary alone on an empty base), for linux/amd64
+// only, into dir, and exports it as a docker archive for the real nodes.
+func buildGatewayImage(ctx context.Context, repoRoot, dir string) (string, error) {
+	layout := filepath.Join(dir, "layout")
+	cmd := exec.CommandContext(ctx, "go", "run", "./hack/images", "-platforms", "linux/amd64",
+		"-components", gatewayComponent, "-version", gatewayTag, "-out", layout)
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the %s image (hack/images in %s): %w\n%s", gatewayComponent, repoRoot, err, out)
+	}
+	tarball := filepath.Join(dir, gatewayComponent+".tar")
+	if _, err := images.ExportComponents(layout, gatewayRegistry, gatewayTag, tarball); err != nil {
+		return "", err
+	}
+	return tarball, nil
 }
 
-// startFabric builds the lab and starts the gateways and route agents, as
-// components of the daemon.
-func startFabric(comps *components, clusters []*testbed.Cluster) (*demoFabric, error) {
-	if os.Geteuid() != 0 {
-		return nil, errors.New("the network fabric's data path needs root (network namespaces, links, nftables): not shown")
+// fabricKustomization is a kustomization of manifests/gateway (at base,
+// relative to the folder it is written in) for one cluster: the cluster
+// ID, the demo's image (never pulled), the gateway and the route agents on
+// real nodes only (kwok plays the others: nothing would run there), the
+// gateway's Service a NodePort (the test bed, like bare metal, has no load
+// balancer: peers reach the gateway at its node's underlay address), and
+// the user's extra flags (--component-flag gateway=..., route-agent=...).
+func fabricKustomization(base, clusterID string, gatewayFlags, agentFlags []string) ([]byte, error) {
+	realOnly := map[string]string{testbed.RealNodeLabel: "true"}
+	workload := func(kind, name string, idArg int, extra []string) (map[string]any, error) {
+		ops := []map[string]any{
+			{"op": "replace", "path": fmt.Sprintf("/spec/template/spec/containers/0/args/%d", idArg), "value": "--cluster-id=" + clusterID},
+			{"op": "add", "path": "/spec/template/spec/containers/0/imagePullPolicy", "value": "Never"},
+			{"op": "add", "path": "/spec/template/spec/nodeSelector", "value": realOnly},
+		}
+		for _, f := range extra {
+			ops = append(ops, map[string]any{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": f})
+		}
+		patch, err := json.Marshal(ops)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"target": map[string]string{"kind": kind, "name": name}, "patch": string(patch)}, nil
 	}
-	lab, err := netlab.New(netlab.Prefix())
+	gw, err := workload("Deployment", "ferry-gateway", 0, gatewayFlags)
 	if err != nil {
 		return nil, err
 	}
-	f := &demoFabric{lab: lab, labs: map[string]*netlab.Cluster{}}
-	bin := filepath.Join(comps.cfg.BinDir, "ferry-gateway")
-	for _, c := range clusters {
-		lc, err := lab.AddCluster(c.Name, labSubnets)
-		if err != nil {
-			return f, err
-		}
-		gw, err := lc.AddGateway(1, "gw", gatewayIP)
-		if err != nil {
-			return f, err
-		}
-		f.labs[c.Name] = lc
-		if _, err := comps.start(c.Name, kindGateway, c.Name+"-"+kindGateway, bin, "--kubeconfig="+c.KubeconfigPath, "--cluster-id="+c.Name,
-			"--netns="+lab.Path(gw.NS), "--link-prefix="+lab.Prefix+"x"+linkTag(c.Name), fmt.Sprintf("--endpoint=%s:51820", gw.WANIP),
-			"--pod-address="+gw.IP.String(), "--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
-			return f, err
-		}
-		for _, n := range lc.Nodes {
-			if _, err := comps.start(c.Name, kindRouteAgent, c.Name+"-"+kindRouteAgent+"-"+n.Name, bin, "route-agent", "--kubeconfig="+c.KubeconfigPath,
-				"--cluster-id="+c.Name, "--netns="+lab.Path(n.NS), "--link-prefix="+lab.Prefix+"x",
-				"--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
-				return f, err
-			}
-		}
+	agent, err := workload("DaemonSet", "ferry-route-agent", 1, agentFlags)
+	if err != nil {
+		return nil, err
 	}
-	return f, nil
+	svc := map[string]any{"target": map[string]string{"kind": "Service", "name": "ferry-gateway"},
+		"patch": `[{"op": "replace", "path": "/spec/type", "value": "NodePort"}]`}
+	return yaml.Marshal(map[string]any{
+		"apiVersion": "kustomize.config.k8s.io/v1beta1",
+		"kind":       "Kustomization",
+		"resources":  []string{filepath.ToSlash(base)},
+		"images":     []map[string]string{{"name": gatewayComponent, "newName": gatewayRegistry + "/" + gatewayComponent, "newTag": gatewayTag}},
+		"patches":    []map[string]any{gw, agent, svc},
+	})
 }
 
-// linkTag tells a cluster's gateway links apart in a lab (userspace
-// WireGuard's control socket is named after the link, in one folder for
-// the whole host): c for the consumer, p for the provider, p2 for
-// provider-2...
-func linkTag(cluster string) string {
-	if n, ok := strings.CutPrefix(cluster, providerName+"-"); ok {
-		return providerName[:1] + n
+// installFabric applies manifests/gateway to c, as fabricKustomization
+// shapes it, from a folder of the demo's state.
+func installFabric(ctx context.Context, cfg Config, c *testbed.Cluster) error {
+	dir := filepath.Join(cfg.StateDir, "fabric", c.Name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
 	}
-	return cluster[:1]
+	base, err := filepath.Rel(dir, filepath.Join(cfg.RepoRoot, "manifests", "gateway"))
+	if err != nil {
+		return err
+	}
+	k, err := fabricKustomization(base, c.Name,
+		cfg.flagsFor(c.Name, kindGateway, c.Name+"-"+kindGateway), cfg.flagsFor(c.Name, kindRouteAgent, c.Name+"-"+kindRouteAgent))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), k, 0o600); err != nil {
+		return err
+	}
+	return c.ApplyKustomization(ctx, dir)
 }
 
-func (f *demoFabric) close() {
-	if f != nil && f.lab != nil {
-		_ = f.lab.Close()
-	}
-}
+// fabricSelector selects the gateway and route agent pods.
+const fabricSelector = "app.kubernetes.io/name in (ferry-gateway,ferry-route-agent)"
 
-// show waits for the demo's pods, gives one consumer pod (of demo-local)
-// and one offloaded pod (of demo) a network namespace at their IPs in
-// their clusters' labs, and connects the first to the second at the IP the
-// consumer shows, writing what happened to fabric.txt for `up` to print.
-func (f *demoFabric) show(ctx context.Context, stateDir string, consumer *testbed.Cluster, providers []*testbed.Cluster) {
-	report := func(lines ...string) {
-		_ = writeText(filepath.Join(stateDir, fabricFile), strings.Join(lines, "\n")+"\n")
-	}
-	if err := f.connect(ctx, consumer, providers, report); err != nil {
-		report("the fabric demonstration failed: " + err.Error())
-	}
-}
-
-func (f *demoFabric) connect(ctx context.Context, consumer *testbed.Cluster, providers []*testbed.Cluster, report func(...string)) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	var local, offloaded, remote *corev1.Pod
-	var provider *testbed.Cluster
-	for local == nil || offloaded == nil || remote == nil {
-		if err := sleep(ctx, time.Second); err != nil {
-			return fmt.Errorf("waiting for the demo's pods: %w", err)
-		}
-		local = firstRunning(ctx, consumer, LocalNamespace, func(p *corev1.Pod) bool { return !isVirtual(p.Spec.NodeName) })
-		offloaded = firstRunning(ctx, consumer, Namespace, func(p *corev1.Pod) bool { return isVirtual(p.Spec.NodeName) })
-		if offloaded == nil {
-			continue
-		}
-		// Its virtual node tells which provider runs it.
-		provider = providerOf(providers, offloaded.Spec.NodeName)
-		if provider == nil {
-			continue
-		}
-		var list corev1.PodList
-		if err := provider.Client.List(ctx, &list, client.MatchingLabels{ferryv1alpha1.LabelOriginUID: string(offloaded.UID)}); err == nil && len(list.Items) == 1 && list.Items[0].Status.PodIP != "" {
-			remote = &list.Items[0]
-		}
-	}
+// waitFabricPods waits until the gateway and route agents of the cluster
+// c is a client of run Ready, for up to two minutes.
+func waitFabricPods(ctx context.Context, cluster string, c *clients) error {
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		var fc ferryv1alpha1.ForeignCluster
-		if err := consumer.Client.Get(ctx, client.ObjectKey{Name: provider.Name}, &fc); err == nil && meta.IsStatusConditionTrue(fc.Status.Conditions, ferryv1alpha1.ForeignClusterNetworkReady) {
-			break
+		pods, err := c.kube.CoreV1().Pods(ferrySystem).List(ctx, metav1.ListOptions{LabelSelector: fabricSelector})
+		var state string
+		if err == nil {
+			var ready bool
+			if ready, state = fabricPodsReady(pods.Items); ready {
+				return nil
+			}
+		} else {
+			state = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: ferry's gateway and route agents are not Running and Ready after 2m (%s)", cluster, state)
 		}
 		if err := sleep(ctx, time.Second); err != nil {
-			return fmt.Errorf("waiting for the tunnel (NetworkReady): %w", err)
+			return err
 		}
-	}
-	server, err := f.labs[provider.Name].AddPod(0, remote.Name, netip.MustParseAddr(remote.Status.PodIP))
-	if err != nil {
-		return err
-	}
-	if _, err := server.ServeEcho(8080); err != nil {
-		return err
-	}
-	from, err := f.labs[consumer.Name].AddPod(0, local.Name, netip.MustParseAddr(local.Status.PodIP))
-	if err != nil {
-		return err
-	}
-	to := netip.AddrPortFrom(netip.MustParseAddr(offloaded.Status.PodIP), 8080)
-	payload := []byte("hello from " + local.Name)
-	var last error
-	for range 20 {
-		ectx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		start := time.Now()
-		last = from.Echo(ectx, to, payload)
-		cancel()
-		if last == nil {
-			report(fmt.Sprintf("%s/%s (%s, this cluster) connected to %s/%s at %s, the IP the consumer shows;",
-				LocalNamespace, local.Name, local.Status.PodIP, Namespace, offloaded.Name, to),
-				fmt.Sprintf("the provider's pod %s/%s (%s there, both clusters use %s) echoed %q back in %s,",
-					remote.Namespace, remote.Name, remote.Status.PodIP, consumer.PodCIDR(), payload, time.Since(start).Round(time.Microsecond)),
-				"through node → VXLAN → ferry-gateway (nftables 1:1 NAT) → WireGuard → ferry-gateway → node → pod.")
-			return nil
-		}
-		if err := sleep(ctx, time.Second); err != nil {
-			break
-		}
-	}
-	return fmt.Errorf("%s could not reach %s: %w", local.Name, to, last)
-}
-
-// providerOf is the provider whose virtual node is node, or nil.
-func providerOf(providers []*testbed.Cluster, node string) *testbed.Cluster {
-	for _, p := range providers {
-		if virtualNodeName(p.Name) == node {
-			return p
-		}
-	}
-	return nil
-}
-
-func firstRunning(ctx context.Context, c *testbed.Cluster, ns string, ok func(*corev1.Pod) bool) *corev1.Pod {
-	var list corev1.PodList
-	if err := c.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return nil
-	}
-	for i := range list.Items {
-		p := &list.Items[i]
-		if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && ok(p) {
-			return p
-		}
-	}
-	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
 	}
 }
 
-func writeText(path, s string) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
-		return err
+// ferrySystem is ferry's namespace.
+const ferrySystem = "ferry-system"
+
+// fabricPodsReady says whether pods hold a gateway and at least one route
+// agent, all Running and Ready, and else what they are.
+func fabricPodsReady(pods []corev1.Pod) (bool, string) {
+	gateway, agent, all := false, false, true
+	var states []string
+	for _, p := range pods {
+		ready := p.Status.Phase == corev1.PodRunning && podReady(&p)
+		all = all && ready
+		states = append(states, fmt.Sprintf("%s %s ready=%t", p.Name, p.Status.Phase, ready))
+		switch p.Labels["app.kubernetes.io/name"] {
+		case "ferry-gateway":
+			gateway = true
+		case "ferry-route-agent":
+			agent = true
+		}
 	}
-	return os.Rename(tmp, path)
+	if !gateway {
+		states = append(states, "no gateway pod")
+	}
+	if !agent {
+		states = append(states, "no route agent pod")
+	}
+	return gateway && agent && all, strings.Join(states, ", ")
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -46,7 +46,7 @@ type componentFlag struct {
 const defaultDir = ".demo"
 
 // MaxProviders bounds --providers: each provider is a cluster of its own
-// (etcd, kube-apiserver, controllers, kwok: about half a GiB).
+// (etcd, kube-apiserver, controllers, kwok, a real node).
 const MaxProviders = 5
 
 // defaultProviderLabels are the provider nodes' labels unless
@@ -69,7 +69,8 @@ var componentKinds = []string{kindControllerManager, kindWebhook, kindScheduler,
 
 const componentFlagHelp = "COMPONENT=FLAG appended to that component's command line (repeatable); COMPONENT is a kind " +
 	"(controller-manager, webhook, scheduler, gateway, route-agent, virtual-kubelet: every cluster's) or a kind after a cluster name " +
-	"(consumer-webhook, provider-controller-manager), e.g. --component-flag controller-manager=-v=4"
+	"(consumer-webhook, provider-controller-manager, consumer-route-agent: the gateway's and route agents' reach their pods' arguments), " +
+	"e.g. --component-flag controller-manager=-v=4"
 
 // AddFlags adds the demo's flags to fs, with their defaults.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
@@ -136,7 +137,7 @@ func (c *Config) Complete() error {
 }
 
 // knownTarget reports whether target names components the demo runs: a
-// kind, a cluster's component of a kind, or one route agent of a cluster.
+// kind, or a cluster's component of a kind.
 func knownTarget(target string, clusters []string) bool {
 	if slices.Contains(componentKinds, target) {
 		return true
@@ -150,9 +151,6 @@ func knownTarget(target string, clusters []string) bool {
 			return cluster == consumerName // ferry-scheduler runs for the consumer only
 		}
 		if slices.Contains(componentKinds, kind) {
-			return true
-		}
-		if node, ok := strings.CutPrefix(kind, kindRouteAgent+"-"); ok && node != "" {
 			return true
 		}
 	}
@@ -179,8 +177,8 @@ func (c *Config) clusterNames() []string {
 	return append([]string{consumerName}, c.providerNames()...)
 }
 
-// flagsFor are the extra flags of the component name (<cluster>-<kind>,
-// or <cluster>-route-agent-<node>) of cluster, in the order given.
+// flagsFor are the extra flags of the component name (<cluster>-<kind>)
+// of cluster, in the order given.
 func (c *Config) flagsFor(cluster, kind, name string) []string {
 	var out []string
 	for _, f := range c.componentFlags {

@@ -38,6 +38,8 @@ func TestBadFlagsAreRefusedNamingTheFlag(t *testing.T) {
 		{[]string{"--component-flag", "kubelet=-v=4"}, `--component-flag "kubelet=-v=4": no component "kubelet"`},
 		{[]string{"--component-flag", "provider-scheduler=-v=4"}, `no component "provider-scheduler"`},
 		{[]string{"--component-flag", "provider-2-webhook=-v=4"}, `no component "provider-2-webhook"`}, // one provider only
+		// Route agents are a DaemonSet's pods: flags for one node's cannot be given.
+		{[]string{"--component-flag", "consumer-route-agent-consumer-node-0=-v=5"}, `no component "consumer-route-agent-consumer-node-0"`},
 		{[]string{"--state-dir", "x"}, "unknown flag: --state-dir"},
 	} {
 		_, err := parse(t, tc.args...)
@@ -90,7 +92,7 @@ func TestComponentFlagsReachTheComponentsTheyName(t *testing.T) {
 	cfg, err := parse(t, "--providers", "2",
 		"--component-flag", "controller-manager=-v=4",
 		"--component-flag", "provider-2-controller-manager=--grant-debounce=2s",
-		"--component-flag", "consumer-route-agent-consumer-n0=-v=5",
+		"--component-flag", "consumer-route-agent=-v=5",
 		"--component-flag", "provider-virtual-kubelet=--health-check-period=5s",
 		"--component-flag", "consumer-scheduler=-v=3")
 	if err != nil {
@@ -102,8 +104,8 @@ func TestComponentFlagsReachTheComponentsTheyName(t *testing.T) {
 	}{
 		{"consumer", kindControllerManager, "consumer-controller-manager", []string{"-v=4"}},
 		{"provider-2", kindControllerManager, "provider-2-controller-manager", []string{"-v=4", "--grant-debounce=2s"}},
-		{"consumer", kindRouteAgent, "consumer-route-agent-consumer-n0", []string{"-v=5"}},
-		{"consumer", kindRouteAgent, "consumer-route-agent-consumer-n1", nil},
+		{"consumer", kindRouteAgent, "consumer-route-agent", []string{"-v=5"}},
+		{"provider", kindRouteAgent, "provider-route-agent", nil},
 		{"provider", kindVirtualKubelet, "provider-virtual-kubelet", []string{"--health-check-period=5s"}},
 		{"provider-2", kindVirtualKubelet, "provider-2-virtual-kubelet", nil},
 		{"consumer", kindScheduler, "consumer-scheduler", []string{"-v=3"}},

@@ -34,6 +34,8 @@ type Ready struct {
 	ConsumerDir        string `json:"consumerDir"`
 	ProviderDir        string `json:"providerDir"`
 	Kubectl            string `json:"kubectl"`
+	// ConsumerRealNode is the consumer's real node.
+	ConsumerRealNode string `json:"consumerRealNode"`
 	// Providers are every provider, the first (ProviderKubeconfig) too.
 	Providers []ProviderReady `json:"providers"`
 }
@@ -42,6 +44,8 @@ type Ready struct {
 type ProviderReady struct {
 	Name       string `json:"name"`
 	Kubeconfig string `json:"kubeconfig"`
+	// RealNode is the provider's real node.
+	RealNode string `json:"realNode"`
 }
 
 // daemonStatus is what the daemon records of its components, for
@@ -109,7 +113,7 @@ func daemonPID(dir string) (int, bool) {
 
 // clearState removes what a previous demo left in dir, its logs aside.
 func clearState(dir string) {
-	for _, f := range []string{pidFile, readyFile, errorFile, fabricFile, statusFile} {
+	for _, f := range []string{pidFile, readyFile, errorFile, statusFile} {
 		_ = os.Remove(filepath.Join(dir, f))
 	}
 	// Only the names the demo writes: --dir may be a folder of the user's.

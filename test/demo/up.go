@@ -2,6 +2,7 @@ package demo
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferry-io/ferry/api/placement"
@@ -32,6 +37,7 @@ import (
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/storage"
 	"github.com/ferry-io/ferry/test/crashloop"
+	"github.com/ferry-io/ferry/test/testbed"
 )
 
 // Namespace is the namespace the demo offloads.
@@ -71,11 +77,14 @@ func Up(ctx context.Context, cfg Config, out io.Writer) error {
 	if cfg.Providers > 1 {
 		what = fmt.Sprintf("%d local clusters (a consumer, %d providers)", cfg.Providers+1, cfg.Providers)
 	}
+	started := time.Now()
 	fmt.Fprintln(out, "==> starting "+what+" and ferry (logs in "+filepath.Join(cfg.StateDir, daemonLog)+")")
 	if err := startDaemon(cfg); err != nil {
 		return err
 	}
-	if err := showcase(ctx, cfg, out); err != nil {
+	err = showcase(ctx, cfg, out)
+	fmt.Fprintf(out, "\n(ferry-demo up took %s)\n", time.Since(started).Round(100*time.Millisecond))
+	if err != nil {
 		return fmt.Errorf("%w\n(what runs is left for inspection, logs in %s; make demo-down stops it)", err, cfg.StateDir)
 	}
 	return nil
@@ -127,12 +136,21 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 	}
 
-	fmt.Fprintf(out, "==> deploying two plain Deployments (no tolerations, no affinity: ferry's webhook adds them from the namespace's policy):\n"+
-		"    api (4 pods) in %s, web (3 pods) in %s\n", Namespace, LocalNamespace)
+	fmt.Fprintf(out, "==> the provider keeps the pods of %s's twin namespace on its real node, those of %s's on its simulated nodes\n"+
+		"    (a provider's own choice: the PodNodeSelector admission plugin's namespace annotation)\n", Namespace, SchedulerNamespace)
+	if err := annotateTwins(ctx, out, consumer, ready.Kubectl, ready.Providers); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "==> deploying two plain Deployments of agnhost netexec, an HTTP server (no tolerations, no affinity: ferry's webhook adds them\n"+
+		"    from the namespace's policy), and the Service api: api (4 pods) in %s, web (3 pods) in %s\n", Namespace, LocalNamespace)
 	for _, d := range sampleApp() {
 		if err := consumer.ctrl.Create(ctx, d); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create Deployment %s: %w", d.Name, err)
 		}
+	}
+	if err := consumer.ctrl.Create(ctx, apiService()); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Service api: %w", err)
 	}
 	pods := map[string][]corev1.Pod{}
 	for ns, want := range map[string]int{Namespace: 4, LocalNamespace: 3} {
@@ -165,39 +183,7 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintln(out, "\n==> the network fabric: a consumer pod connects to an offloaded pod (each a network namespace of the demo's lab)")
-	shown, err := waitFabric(ctx, cfg.StateDir)
-	if err != nil {
-		return err
-	}
-	fmt.Fprint(out, indent(shown))
-
-	for _, p := range pods[Namespace] {
-		if !isVirtual(p.Spec.NodeName) {
-			continue
-		}
-		fmt.Fprintf(out, "\n==> kubectl logs -n %s %s   (served by the virtual kubelet from the provider)\n", Namespace, p.Name)
-		// The virtual kubelet serves once its certificate is signed, a few
-		// seconds after it started.
-		var logs []byte
-		deadline := time.Now().Add(time.Minute)
-		for {
-			logs, err = consumer.kube.CoreV1().Pods(Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("logs of %s: %w", p.Name, err)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
-			}
-		}
-		fmt.Fprint(out, indent(string(logs)))
-		break
-	}
+	fabricErr := showRealWork(ctx, out, consumer, providers, pods)
 
 	for _, p := range ready.Providers[1:] {
 		fmt.Fprintf(out, "\n==> %s is the virtual node %s; its kubeconfig: %s\n", p.Name, virtualNodeName(p.Name), p.Kubeconfig)
@@ -207,19 +193,162 @@ func showcase(ctx context.Context, cfg Config, out io.Writer) error {
     export KUBECONFIG=%[1]s   # the consumer (%[3]s: the provider)
     alias kubectl=%[2]s
     kubectl get nodes                       # the provider is the virtual node ferry-provider
-    kubectl get pods -n %[4]s -o wide         # api-* run on ferry-provider (web-* in demo-local stay here)
+    kubectl get pods -n %[4]s -o wide         # api-* run on ferry-provider (web-* in demo-local stay here, on %[8]s)
     kubectl get pod -n %[4]s <api pod> -o yaml  # the toleration and node affinity ferry's webhook added
     kubectl get namespaceoffloading -n %[4]s
     kubectl get events -n %[5]s              # ferry-scheduler's Scheduled and FailedScheduling (RemoteFit) events
-    kubectl logs -n %[4]s <api pod> ; kubectl exec -n %[4]s <api pod> -- date   # date runs on this host: nodes are simulated (README)
+    kubectl logs -n %[4]s <api pod>                       # netexec's log, from the provider's real node
+    kubectl exec -n %[4]s <api pod> -- /agnhost etc-hosts   # runs in the api container, on the provider's real node
+    kubectl exec -n %[9]s deploy/web -- /agnhost connect --timeout=3s api.%[4]s:%[10]d   # a TCP connection through the Service
+    kubectl get --raw '/api/v1/namespaces/%[9]s/pods/<web pod>:%[10]d/proxy/dial?request=hostname&protocol=http&host=api.%[4]s&port=%[10]d&tries=1'
+                                            # web calls http://api.%[4]s:%[10]d/hostname: the answering provider pod's name
     kubectl --kubeconfig %[3]s get shadowpods,pods -A -l ferry.io/origin-cluster=consumer
     kubectl get pvc -n %[4]s -L ferry.io/cluster-id   # where each claim's data lives
     kubectl --kubeconfig %[3]s get pvc -A -l ferry.io/origin-cluster=consumer
    %[7]s status --dir %[6]s   # ferry's components: state, PID, restarts, log
    a component that exits (kill it to try) is restarted with the kubelet's back-off;
    make demo-down (%[7]s down --dir %[6]s) stops everything.
-`, ready.ConsumerKubeconfig, ready.Kubectl, ready.ProviderKubeconfig, Namespace, SchedulerNamespace, cfg.StateDir, self())
+`, ready.ConsumerKubeconfig, ready.Kubectl, ready.ProviderKubeconfig, Namespace, SchedulerNamespace, cfg.StateDir, self(),
+		ready.ConsumerRealNode, LocalNamespace, httpPort)
+	if fabricErr != nil {
+		return fmt.Errorf("the demo did not show everything: %w", fabricErr)
+	}
 	return nil
+}
+
+// showRealWork shows the real containers at work: a web pod of this
+// cluster calls the api Service, answered by a provider pod through the
+// network fabric; kubectl exec and logs reach an offloaded api container.
+// exec and logs failing fails the showcase; the call failing is returned
+// (after exec and logs are shown), to fail the demo at its end.
+func showRealWork(ctx context.Context, out io.Writer, consumer *clients, providers map[string]*clients, pods map[string][]corev1.Pod) error {
+	var web, api *corev1.Pod
+	for i, p := range pods[LocalNamespace] {
+		if p.Status.Phase == corev1.PodRunning && web == nil {
+			web = &pods[LocalNamespace][i]
+		}
+	}
+	for i, p := range pods[Namespace] {
+		if p.Status.Phase == corev1.PodRunning && isVirtual(p.Spec.NodeName) && api == nil {
+			api = &pods[Namespace][i]
+		}
+	}
+	if web == nil || api == nil {
+		return errors.New("no Running web pod or offloaded api pod to show")
+	}
+	hostnames, where, err := remoteHostnames(ctx, providers, Namespace)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n==> a consumer pod calls the offloaded pods' Service: %s/%s (on this cluster's real node) asks http://%s:%d/hostname\n"+
+		"    (netexec's /dial, through the API server's pod proxy): consumer pod → Service → the api pods' addresses as the consumer\n"+
+		"    sees them → ferry-gateway → WireGuard → ferry-gateway → the provider's pod\n", LocalNamespace, web.Name, serviceHost(), httpPort)
+	var path string
+	var answer dialAnswer
+	var callErr error
+	for _, fc := range append([]namedClients{{consumerName, consumer}}, sortedProviders(providers)...) {
+		if callErr = waitFabricPods(ctx, fc.name, fc.c); callErr != nil {
+			break
+		}
+	}
+	if callErr == nil {
+		path, answer, callErr = callService(ctx, consumer, web.Name, hostnames)
+	}
+	if path != "" {
+		fmt.Fprintf(out, "    $ kubectl get --raw '%s'\n", path)
+	}
+	if path == "" {
+		fmt.Fprintf(out, "      FAILED before the call: %v\n", callErr)
+		fmt.Fprintln(out, "      the network fabric's pods are not ready: kubectl get pods -n ferry-system (in each cluster)")
+	} else if callErr != nil {
+		fmt.Fprintf(out, "      FAILED: %v\n", callErr)
+		fmt.Fprintln(out, "      the cross-cluster call did not get an answer from an api pod: the network fabric's data path failed (see ferry-gateway's and the route agents' logs: kubectl logs -n ferry-system deploy/ferry-gateway)")
+	} else {
+		fmt.Fprintf(out, "      answered %q: the hostname of the pod %s, a container on that provider's real node\n",
+			answer.Responses[0], where[answer.Responses[0]])
+		// Exec and logs then show the pod that answered (the provider's
+		// pod has the consumer pod's name).
+		for i, p := range pods[Namespace] {
+			if p.Name == answer.Responses[0] {
+				api = &pods[Namespace][i]
+			}
+		}
+	}
+
+	fmt.Fprintf(out, "\n==> kubectl exec -n %s %s -- /agnhost etc-hosts   (through the virtual kubelet to the provider's kubelet)\n", Namespace, api.Name)
+	var execOut string
+	var firstExecErr error
+	tries := 0
+	if err := retry(ctx, time.Minute, func() error {
+		tries++
+		execOut, err = consumer.exec(ctx, Namespace, api.Name, "/agnhost", "etc-hosts")
+		if err != nil {
+			return fmt.Errorf("exec in %s: %w: %s", api.Name, err, execOut)
+		}
+		// Seen: the first exec into an offloaded pod ending without error
+		// and without the command's output (not with kubectl exec after).
+		if !strings.Contains(execOut, api.Name) {
+			err := fmt.Errorf("exec in %s: the output does not name the pod: %q", api.Name, execOut)
+			if firstExecErr == nil {
+				firstExecErr = err
+			}
+			return err
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	fmt.Fprint(out, indent(execOut))
+	if tries > 1 {
+		fmt.Fprintf(out, "      (exec needed %d tries; the first: %v)\n", tries, firstExecErr)
+	}
+
+	fmt.Fprintf(out, "\n==> kubectl logs -n %s %s   (netexec's log, from the provider's real node)\n", Namespace, api.Name)
+	var logs []byte
+	if err := retry(ctx, time.Minute, func() error {
+		logs, err = consumer.kube.CoreV1().Pods(Namespace).GetLogs(api.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("logs of %s: %w", api.Name, err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	fmt.Fprint(out, indent(string(logs)))
+	if callErr != nil {
+		return fmt.Errorf("%s could not call the api Service across the clusters: %w", web.Name, callErr)
+	}
+	return nil
+}
+
+type namedClients = struct {
+	name string
+	c    *clients
+}
+
+// sortedProviders are the providers' clients by name.
+func sortedProviders(providers map[string]*clients) []namedClients {
+	var out []namedClients
+	for name, c := range providers {
+		out = append(out, namedClients{name, c})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// retry runs f every second until it succeeds or timeout passes, returning
+// its last error.
+func retry(ctx context.Context, timeout time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		if serr := sleep(ctx, time.Second); serr != nil {
+			return err
+		}
+	}
 }
 
 // self is this program's path, for the commands the demo suggests.
@@ -228,24 +357,6 @@ func self() string {
 		return p
 	}
 	return "ferry-demo"
-}
-
-// waitFabric waits for the daemon's report of the fabric demonstration.
-func waitFabric(ctx context.Context, dir string) (string, error) {
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, fabricFile)); err == nil {
-			return string(b), nil
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("no report of the network fabric after 5m; see %s", filepath.Join(dir, daemonLog))
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
 }
 
 // startDaemon runs this program's daemon detached from the terminal and
@@ -320,8 +431,32 @@ func showProgress(path string, shown int, out io.Writer) int {
 }
 
 type clients struct {
+	cfg  *rest.Config
 	kube kubernetes.Interface
 	ctrl client.Client
+}
+
+// exec runs command in a pod's first container, as kubectl exec does, and
+// returns its stdout and stderr.
+func (c *clients) exec(ctx context.Context, namespace, pod string, command ...string) (string, error) {
+	req := c.kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	// As kubectl exec: WebSockets, SPDY where the server cannot upgrade.
+	ws, err := remotecommand.NewWebSocketExecutor(c.cfg, "GET", req.URL().String())
+	if err != nil {
+		return "", err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(c.cfg, "POST", req.URL())
+	if err != nil {
+		return "", err
+	}
+	executor, err := remotecommand.NewFallbackExecutor(ws, spdy, httpstream.IsUpgradeFailure)
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	err = executor.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+	return out.String(), err
 }
 
 func newClients(kubeconfig string) (*clients, error) {
@@ -337,7 +472,7 @@ func newClients(kubeconfig string) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{kube: kube, ctrl: c}, nil
+	return &clients{cfg: cfg, kube: kube, ctrl: c}, nil
 }
 
 func run(ctx context.Context, out io.Writer, bin string, args ...string) error {
@@ -362,16 +497,25 @@ func indent(s string) string {
 // sampleApp is two Deployments as users write them: nothing in them says
 // where they run; their namespaces' policies do.
 func sampleApp() []*appsv1.Deployment {
-	return []*appsv1.Deployment{plainDeployment(LocalNamespace, "web", 3, "100m"), plainDeployment(Namespace, "api", 4, "100m")}
+	return []*appsv1.Deployment{netexecDeployment(LocalNamespace, "web", 3, "100m"), netexecDeployment(Namespace, "api", 4, "100m")}
 }
 
 // plainDeployment is a Deployment of replicas pods of one container that
-// requests cpu and 128Mi of memory, with no placement of its own.
+// requests cpu and 128Mi of memory, with no placement of its own: agnhost
+// pause (imported in every real node; kwok plays it on simulated nodes).
 func plainDeployment(namespace, name string, replicas int32, cpu string) *appsv1.Deployment {
+	return deploymentOf(namespace, name, replicas, agnhostContainer(name, cpu, "pause"))
+}
+
+// netexecDeployment is a plainDeployment whose container is an HTTP server
+// (agnhost netexec on httpPort, Ready once it serves).
+func netexecDeployment(namespace, name string, replicas int32, cpu string) *appsv1.Deployment {
+	return deploymentOf(namespace, name, replicas, agnhostContainer(name, cpu, "netexec", fmt.Sprintf("--http-port=%d", httpPort)))
+}
+
+func deploymentOf(namespace, name string, replicas int32, c corev1.Container) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
-	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: "registry.example/" + name + ":v1",
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("128Mi")}}}}}
+	spec := corev1.PodSpec{Containers: []corev1.Container{c}}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -392,7 +536,8 @@ func sampleStatefulSet() *appsv1.StatefulSet {
 		Spec: appsv1.StatefulSetSpec{Replicas: &replicas, ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: labels},
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "db", Image: "registry.example/db:v1", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}}}},
+				Name: "db", Image: testbed.AgnhostImage, ImagePullPolicy: corev1.PullNever, Args: []string{"pause"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}}}},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}},
@@ -541,7 +686,12 @@ func Status(cfg Config, out io.Writer) error {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", c.Name, state, pid, c.Restarts, last, c.Log)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "ferry-gateway and the route agents run as pods of each cluster: kubectl --kubeconfig %s get pods -n ferry-system\n",
+		filepath.Join(cfg.StateDir, "<cluster>.kubeconfig"))
+	return nil
 }
 
 // Down stops the demo whose state is in dir: its daemon ends the

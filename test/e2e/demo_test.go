@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/ferry-io/ferry/test/e2e/framework"
+	"github.com/ferry-io/ferry/test/testbed"
 )
 
 // The README's first command: make demo runs bin/ferry-demo up after
@@ -22,7 +24,13 @@ import (
 // same folder (refused: the running demo is left alone), kills a component
 // (restarted, the demo goes on), then down, so the playground cannot rot.
 var _ = Describe("The demo", Label("demo"), func() {
-	It("peers two clusters, offloads namespace demo, shows pods on the virtual node, ferry-scheduler's placements and refusals, and logs; refuses a second demo in its folder, restarts a killed component, then stops everything", func(ctx context.Context) {
+	It("peers two clusters with a real node each, offloads namespace demo, shows pods on the virtual node, ferry-scheduler's placements and refusals, a consumer pod's call answered by a provider pod through the Service, exec and logs of a real container; refuses a second demo in its folder, restarts a killed component, then stops everything, real nodes included", func(ctx context.Context) {
+		if err := testbed.RealNodesAvailable(); err != nil {
+			if os.Getenv("CI") != "" {
+				Fail("the demo runs real nodes: " + err.Error())
+			}
+			Skip("the demo runs real nodes: " + err.Error())
+		}
 		bin, err := os.MkdirTemp("", "ferry-demo-bin-")
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(os.RemoveAll, bin)
@@ -51,9 +59,12 @@ var _ = Describe("The demo", Label("demo"), func() {
 		local := regexp.MustCompile(`(?m)^\s+web-\S+\s+Running\s+10\.244\.\d+\.\d+\s+consumer-node-\d\s+this cluster`)
 		// ferryctl status's network: the provider's pods mapped apart.
 		network := regexp.MustCompile(`(?m)^\s+provider\s+10\.244\.0\.0/16\s+10\.\d+\.0\.0/16\s+10\.\d+\.0\.0/16\s+10\.\d+\.\d+\.\d+\s+(up|down \(\w+\))\s`)
-		// The fabric's data path: a consumer pod's namespace reached an
-		// offloaded pod's, at the IP the consumer shows.
-		fabric := regexp.MustCompile(`demo-local/web-\S+ \(10\.244\.\d+\.\d+, this cluster\) connected to demo/api-\S+ at 10\.\d+\.\d+\.\d+:8080`)
+		// The fabric's data path: a consumer pod called the api Service,
+		// answered by a provider pod (its hostname).
+		fabric := regexp.MustCompile(`(?m)^\s+answered "(api-\S+)": the hostname of the pod provider: demo-consumer/api-\S+ on provider-node-0, a container on that provider's real node$`)
+		// exec in the answering pod: its kubelet-managed /etc/hosts names
+		// it at its provider IP.
+		execHosts := regexp.MustCompile(`(?m)^\s+10\.244\.\d+\.\d+\s+(api-\S+)$`)
 		// ferryctl status's claims: the StatefulSet's data in the provider.
 		data := regexp.MustCompile(`(?m)^\s+demo/data-db-\d\s+provider\s+demo-consumer/data-db-\d\s+1Gi\s+Bound`)
 		// ferry-scheduler's placement and messages: the pods of
@@ -74,10 +85,20 @@ var _ = Describe("The demo", Label("demo"), func() {
 		Expect(data.FindAll(out, -1)).To(HaveLen(2), "demo up:\n%s", out)
 		Expect(network.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
 		Expect(fabric.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
+		Expect(execHosts.FindSubmatch(out)).To(HaveLen(2), "demo up:\n%s", out)
+		Expect(string(execHosts.FindSubmatch(out)[1])).To(Equal(string(fabric.FindSubmatch(out)[1])), "exec shows the pod that answered")
 		Expect(byFerry.FindAll(out, -1)).To(HaveLen(2), "demo up:\n%s", out)
 		Expect(refused.FindAll(out, -1)).To(HaveLen(1), "demo up:\n%s", out)
-		Expect(string(out)).To(ContainSubstring("kwok pod started"))
+		Expect(string(out)).To(ContainSubstring("Started HTTP server on port 8080"))
+		Expect(string(out)).To(MatchRegexp(`GET /hostname`))
 		Expect(string(out)).To(ContainSubstring(filepath.Join(state, "consumer.kubeconfig")))
+
+		var ready struct {
+			ConsumerDir, ProviderDir string
+		}
+		readyJSON, err := os.ReadFile(filepath.Join(state, "ready.json"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(json.Unmarshal(readyJSON, &ready)).To(Succeed())
 
 		status := func() string {
 			out, err := demoCmd(ctx, "status").CombinedOutput()
@@ -131,5 +152,26 @@ var _ = Describe("The demo", Label("demo"), func() {
 		out, err = demoCmd(ctx, "down").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(out)).To(ContainSubstring("no demo is running"))
+
+		By("nothing of the real nodes is left: no process, cgroup or mount of the clusters' folders")
+		for _, dir := range []string{ready.ConsumerDir, ready.ProviderDir} {
+			Expect(dir).NotTo(BeEmpty())
+			cgroups, err := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", filepath.Base(dir)+"-*"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(cgroups).To(BeEmpty(), "cgroups of %s's real nodes", dir)
+			mounts, err := os.ReadFile("/proc/self/mountinfo")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(mounts)).NotTo(ContainSubstring(dir))
+			procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+			Expect(err).NotTo(HaveOccurred())
+			for _, p := range procs {
+				cmdline, err := os.ReadFile(p)
+				if err == nil {
+					Expect(string(cmdline)).NotTo(ContainSubstring(dir), "process %s outlived the demo", p)
+				}
+			}
+			_, err = os.Stat(dir)
+			Expect(os.IsNotExist(err)).To(BeTrue(), "%s outlived the demo", dir)
+		}
 	})
 })

@@ -590,13 +590,35 @@ func readyMessage(n *corev1.Node) string {
 }
 
 // dialInCluster dials addr from inside the cluster's first real node, for
-// the API server's egress proxy; before it is up, from the underlay.
+// the API server's egress proxy; before it is up, from the underlay. A
+// loopback address is the API server's own host, as it is for an API
+// server on a real control-plane node (a webhook or a kubelet API served on
+// 127.0.0.1 beside it): dialed from the host's namespace, where the API
+// server runs.
 func (c *Cluster) dialInCluster(ctx context.Context, addr string) (net.Conn, error) {
+	if dialsFromHost(addr) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
 	ns := c.egressNS.Load()
 	if ns == nil {
 		ns = c.underlay.ns
 	}
 	return dialIn(ctx, ns, addr)
+}
+
+// dialsFromHost says whether the egress proxy dials addr (host:port) from
+// the host's namespace: a loopback address or localhost.
+func dialsFromHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }
 
 // clusterDNSIP is the cluster DNS Service's IP: the tenth of the Service

@@ -29,19 +29,7 @@ func RequireBinaries(t testing.TB) {
 func RequireRealNodes(t testing.TB) {
 	t.Helper()
 	RequireBinaries(t)
-	var missing error
-	if os.Geteuid() != 0 {
-		missing = errors.New("real nodes need root")
-	} else if err := NodePackages(); err != nil {
-		missing = err
-	} else {
-		for _, name := range binaries.NamesOf(binaries.Node) {
-			if _, err := binaries.Path(name); err != nil {
-				missing = err
-				break
-			}
-		}
-	}
+	missing := RealNodesAvailable()
 	if missing == nil {
 		return
 	}
@@ -49,4 +37,21 @@ func RequireRealNodes(t testing.TB) {
 		t.Fatal(missing)
 	}
 	t.Skip(missing)
+}
+
+// RealNodesAvailable says why this machine cannot run real nodes (not root,
+// the machine packages or the node binaries missing), or nil.
+func RealNodesAvailable() error {
+	if os.Geteuid() != 0 {
+		return errors.New("real nodes need root")
+	}
+	if err := NodePackages(); err != nil {
+		return err
+	}
+	for _, name := range binaries.NamesOf(binaries.Node) {
+		if _, err := binaries.Path(name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
