@@ -140,27 +140,6 @@ func waitServiceEndpoints(ctx context.Context, c *testbed.Cluster, ns, svc strin
 	return addrs
 }
 
-// offloadWith offloads namespace of the consumer to the provider alone with
-// the pod offloading strategy given and returns its twin namespace once
-// Ready.
-func offloadWith(ctx context.Context, c *testbed.Cluster, ns string, provider ferryv1alpha1.ClusterID, strategy ferryv1alpha1.PodOffloadingStrategy) string {
-	GinkgoHelper()
-	Expect(c.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
-		ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: ns},
-		Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: strategy,
-			ClusterSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
-				{Key: ferryv1alpha1.LabelClusterID, Operator: corev1.NodeSelectorOpIn, Values: []string{string(provider)}}}}}}},
-	})).To(Succeed())
-	var twin string
-	Eventually(func(g Gomega) {
-		var nso ferryv1alpha1.NamespaceOffloading
-		g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
-		g.Expect(nso.Status.Clusters).To(ConsistOf(And(HaveField("ClusterID", provider), HaveField("Phase", ferryv1alpha1.OffloadingReady))))
-		twin = nso.Status.Clusters[0].TwinNamespace
-	}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
-	return twin
-}
-
 // netexecClient is an agnhost netexec pod making requests for the spec,
 // reached through kubectl port-forward (for an offloaded pod, through the
 // virtual kubelet: not through the fabric under test).
@@ -290,7 +269,7 @@ func realServiceToOffloadedPods(ctx context.Context) {
 func realOffloadedPodToHomeService(ctx context.Context) {
 	consumer, provider := realConsumer, realProvider
 	home := framework.CreateNamespace(ctx, consumer, "home")
-	homeTwin := offloadWith(ctx, consumer, home, realProviderID, ferryv1alpha1.PodOffloadingLocal)
+	homeTwin := framework.OffloadNamespaceWith(ctx, consumer, home, realProviderID, ferryv1alpha1.PodOffloadingLocal)
 	away := framework.CreateNamespace(ctx, consumer, "away")
 	framework.OffloadNamespace(ctx, consumer, away, realProviderID)
 
@@ -344,7 +323,7 @@ func realOffloadedPodToHomeService(ctx context.Context) {
 func realLocalAndRemoteService(ctx context.Context) {
 	consumer, provider := realConsumer, realProvider
 	ns := framework.CreateNamespace(ctx, consumer, "mixed")
-	twin := offloadWith(ctx, consumer, ns, realProviderID, ferryv1alpha1.PodOffloadingLocalAndRemote)
+	twin := framework.OffloadNamespaceWith(ctx, consumer, ns, realProviderID, ferryv1alpha1.PodOffloadingLocalAndRemote)
 	here, there := consumer.RealNodes[0].Name, virtualNodeName(ctx, consumer, realProviderID)
 
 	createNetexecDeployment(ctx, consumer, ns, "mixed-home", 2, map[string]string{"app": "mixed", "side": "home"}, pinTo(here))
@@ -519,7 +498,7 @@ func realGatewayRestart(ctx context.Context) {
 func realLargePackets(ctx context.Context) {
 	consumer, provider := realConsumer, realProvider
 	ns := framework.CreateNamespace(ctx, consumer, "mtu")
-	twin := offloadWith(ctx, consumer, ns, realProviderID, ferryv1alpha1.PodOffloadingLocalAndRemote)
+	twin := framework.OffloadNamespaceWith(ctx, consumer, ns, realProviderID, ferryv1alpha1.PodOffloadingLocalAndRemote)
 	here, there := consumer.RealNodes[0].Name, virtualNodeName(ctx, consumer, realProviderID)
 	createNetexecPod(ctx, consumer, ns, "home", map[string]string{"app": "home"}, pinTo(here))
 	createNetexecPod(ctx, consumer, ns, "away", map[string]string{"app": "away"}, pinTo(there))

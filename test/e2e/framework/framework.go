@@ -112,9 +112,16 @@ func CreateNamespace(ctx context.Context, c *testbed.Cluster, prefix string) str
 // it is Ready.
 func OffloadNamespace(ctx context.Context, c *testbed.Cluster, namespace string, provider ferryv1alpha1.ClusterID) string {
 	GinkgoHelper()
+	return OffloadNamespaceWith(ctx, c, namespace, provider, ferryv1alpha1.PodOffloadingRemote)
+}
+
+// OffloadNamespaceWith offloads namespace to provider alone with the pod
+// offloading strategy given and returns its twin namespace there once Ready.
+func OffloadNamespaceWith(ctx context.Context, c *testbed.Cluster, namespace string, provider ferryv1alpha1.ClusterID, strategy ferryv1alpha1.PodOffloadingStrategy) string {
+	GinkgoHelper()
 	Expect(c.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
 		ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: namespace},
-		Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote,
+		Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: strategy,
 			// This provider only, however many are peered.
 			ClusterSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 				{Key: ferryv1alpha1.LabelClusterID, Operator: corev1.NodeSelectorOpIn, Values: []string{string(provider)}}}}}}},
@@ -125,6 +132,6 @@ func OffloadNamespace(ctx context.Context, c *testbed.Cluster, namespace string,
 		g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
 		g.Expect(nso.Status.Clusters).To(ConsistOf(And(HaveField("ClusterID", provider), HaveField("Phase", ferryv1alpha1.OffloadingReady))))
 		twin = nso.Status.Clusters[0].TwinNamespace
-	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 	return twin
 }
