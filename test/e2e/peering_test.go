@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -24,23 +23,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
-	"github.com/ferry-io/ferry/cmd/ferryctl/app"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/test/e2e/framework"
+	"github.com/ferry-io/ferry/test/realbed"
 	"github.com/ferry-io/ferry/test/testbed"
 	vknode "github.com/ferry-io/ferry/virtualkubelet/node"
 )
 
-// ferryctl runs the real command line with args and returns its output.
-func ferryctl(ctx context.Context, args ...string) (string, error) {
-	var out bytes.Buffer
-	cmd := app.NewCommand()
-	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	err := cmd.ExecuteContext(ctx)
-	return out.String(), err
-}
+// ferryctl runs the real command line in this process with args and
+// returns its output.
+var ferryctl = realbed.Ferryctl
 
 func nodeCondition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
 	for i := range n.Status.Conditions {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ferry-io/ferry/test/testbed"
+	"github.com/ferry-io/ferry/test/testbed/hostpath"
 )
 
 // TestRealNodeStorage runs Options.Storage on a real node: a claim of the
@@ -110,7 +111,7 @@ func TestRealNodeStorage(t *testing.T) {
 	if hostname == "" {
 		t.Fatalf("node %s has no %s label: %v", node.Name, corev1.LabelHostname, node.Labels)
 	}
-	if got := volumeHostname(pv); got != hostname {
+	if got := hostpath.PinnedNode(pv); got != hostname {
 		t.Errorf("volume %s is pinned to %s=%q (affinity %+v), want node %s's label %q", pv.Name, corev1.LabelHostname, got, pv.Spec.NodeAffinity, node.Name, hostname)
 	}
 	dir := filepath.Join(c.Dir, testbed.VolumesDir, pv.Name)
@@ -161,22 +162,6 @@ func TestRealNodeStorage(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// volumeHostname is the kubernetes.io/hostname value a volume's required
-// node affinity names, or "".
-func volumeHostname(pv *corev1.PersistentVolume) string {
-	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
-		return ""
-	}
-	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
-		for _, e := range term.MatchExpressions {
-			if e.Key == corev1.LabelHostname && e.Operator == corev1.NodeSelectorOpIn && len(e.Values) == 1 {
-				return e.Values[0]
-			}
-		}
-	}
-	return ""
 }
 
 // mountedAt says whether a /proc/<pid>/mountinfo text has a mount point at

@@ -89,21 +89,6 @@ func boundVolume(t *testing.T, c *Cluster, claim string) *corev1.PersistentVolum
 	return pv
 }
 
-// pinnedNode is the node a volume's required node affinity names.
-func pinnedNode(pv *corev1.PersistentVolume) string {
-	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
-		return ""
-	}
-	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
-		for _, e := range term.MatchExpressions {
-			if e.Key == hostpath.LabelHostname && e.Operator == corev1.NodeSelectorOpIn && len(e.Values) == 1 {
-				return e.Values[0]
-			}
-		}
-	}
-	return ""
-}
-
 // The whole dynamic-provisioning path runs for real: the scheduler picks the
 // pod's node, the PV controller hands the claim to the provisioner, which
 // makes a directory pinned to that node; deleting pod and claim deletes the
@@ -143,7 +128,7 @@ func TestStorageProvisionsOnThePodsNodeAndDeletesWithTheClaim(t *testing.T) {
 		return p.Status.Phase == corev1.PodRunning, nil
 	})
 	pv := boundVolume(t, c, pvc.Name)
-	if got := pinnedNode(pv); got == "" || got != node {
+	if got := hostpath.PinnedNode(pv); got == "" || got != node {
 		t.Errorf("volume %s is pinned to %q (affinity %+v), want the pod's node %q", pv.Name, got, pv.Spec.NodeAffinity, node)
 	}
 	if pv.Spec.StorageClassName != StorageClassStandard || pv.Annotations["pv.kubernetes.io/provisioned-by"] != StorageProvisioner {
@@ -190,7 +175,7 @@ func TestStorageHandsAClaimThatDoesNotFitBackToTheScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := boundVolume(t, c, "first")
-	if got := pinnedNode(first); got != "n-0" {
+	if got := hostpath.PinnedNode(first); got != "n-0" {
 		t.Fatalf("volume %s is pinned to %q, want n-0", first.Name, got)
 	}
 
@@ -240,8 +225,8 @@ func TestStorageHandsAClaimThatDoesNotFitBackToTheScheduler(t *testing.T) {
 	if _, err := kube.PersistentVolumeClaims(ns).Update(t.Context(), pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if second := boundVolume(t, c, "second"); pinnedNode(second) != "n-0" {
-		t.Errorf("volume %s is pinned to %q, want n-0", second.Name, pinnedNode(second))
+	if second := boundVolume(t, c, "second"); hostpath.PinnedNode(second) != "n-0" {
+		t.Errorf("volume %s is pinned to %q, want n-0", second.Name, hostpath.PinnedNode(second))
 	}
 
 	// Stop ends the in-process provisioner too: no goroutine of it, its

@@ -185,3 +185,19 @@ func pinnedTo(node string) *corev1.VolumeNodeAffinity {
 		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
 	}}}}
 }
+
+// PinnedNode is the node a volume's required node affinity names by
+// LabelHostname (the node its directory is on), or "" when it names none.
+func PinnedNode(pv *corev1.PersistentVolume) string {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return ""
+	}
+	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
+		for _, e := range term.MatchExpressions {
+			if e.Key == LabelHostname && e.Operator == corev1.NodeSelectorOpIn && len(e.Values) == 1 {
+				return e.Values[0]
+			}
+		}
+	}
+	return ""
+}
