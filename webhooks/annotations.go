@@ -13,7 +13,7 @@ import (
 
 // userAnnotations are the ferry.io/ annotations users may set, per kind.
 var userAnnotations = map[string][]string{
-	"Pod":                   {placement.AnnotationPodOffloadingStrategy, ferryv1alpha1.AnnotationConsumerAPIServer},
+	"Pod":                   {placement.AnnotationPodOffloadingStrategy, ferryv1alpha1.AnnotationConsumerAPIServer, ferryv1alpha1.AnnotationRemoteRuntimeClass},
 	"PersistentVolumeClaim": {placement.AnnotationDataGravity, ferryv1alpha1.AnnotationSkipReflection, ferryv1alpha1.AnnotationAllowReflection},
 }
 
@@ -40,6 +40,10 @@ func ValidateAnnotations(kind string, annotations map[string]string, namespaceSt
 			errs = append(errs, field.NotSupported(path, k, known))
 		case k == placement.AnnotationPodOffloadingStrategy:
 			if _, err := placement.PodStrategy(namespaceStrategy, annotations); err != nil {
+				errs = append(errs, err)
+			}
+		case k == ferryv1alpha1.AnnotationRemoteRuntimeClass:
+			if _, err := placement.RemoteRuntimeClass(annotations, nil); err != nil {
 				errs = append(errs, err)
 			}
 		case k == placement.AnnotationDataGravity:

@@ -46,9 +46,10 @@ type placedFields struct {
 		Annotations map[string]string `json:"annotations,omitempty"`
 	} `json:"metadata"`
 	Spec struct {
-		Tolerations   []corev1.Toleration `json:"tolerations,omitempty"`
-		Affinity      *corev1.Affinity    `json:"affinity,omitempty"`
-		SchedulerName string              `json:"schedulerName,omitempty"`
+		Tolerations      []corev1.Toleration `json:"tolerations,omitempty"`
+		Affinity         *corev1.Affinity    `json:"affinity,omitempty"`
+		SchedulerName    string              `json:"schedulerName,omitempty"`
+		RuntimeClassName *string             `json:"runtimeClassName,omitempty"`
 	} `json:"spec"`
 }
 
@@ -65,6 +66,7 @@ func decodePlaced(req admission.Request) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
 	pod.Annotations = f.Metadata.Annotations
 	pod.Spec.Tolerations, pod.Spec.Affinity, pod.Spec.SchedulerName = f.Spec.Tolerations, f.Spec.Affinity, f.Spec.SchedulerName
+	pod.Spec.RuntimeClassName = f.Spec.RuntimeClassName
 	return pod, nil
 }
 
@@ -82,18 +84,29 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 	}
 	offloaded := err == nil && nso.DeletionTimestamp == nil
 	if !offloaded {
+		if placement.UsesVirtualRuntimeClass(pod.Spec.RuntimeClassName) {
+			return admission.Denied(placement.RuntimeClassNotOffloaded(req.Namespace).Error())
+		}
 		nso.Spec.PodOffloadingStrategy = ferryv1alpha1.PodOffloadingLocal // a pod may only stay local
 	}
 	// The pod's ferry.io annotations are validated here, on creation, rather
 	// than by a second (validating) call: one webhook call per pod instead
-	// of two. The validating webhook checks updates.
-	if errs := ValidateAnnotations("Pod", pod.Annotations, nso.Spec.PodOffloadingStrategy, ferryOwnedAnnotations["Pod"]...); len(errs) > 0 {
+	// of two. The validating webhook checks updates. A pod of ferry's
+	// RuntimeClass is validated against the Remote strategy it opted into.
+	validateAgainst := nso.Spec.PodOffloadingStrategy
+	if placement.UsesVirtualRuntimeClass(pod.Spec.RuntimeClassName) {
+		if _, ferr := placement.PodStrategyWithRuntimeClass(validateAgainst, pod.Annotations, pod.Spec.RuntimeClassName); ferr != nil {
+			return admission.Denied(ferr.Error())
+		}
+		validateAgainst = ferryv1alpha1.PodOffloadingRemote
+	}
+	if errs := ValidateAnnotations("Pod", pod.Annotations, validateAgainst, ferryOwnedAnnotations["Pod"]...); len(errs) > 0 {
 		return admission.Denied(errs.ToAggregate().Error())
 	}
 	if !offloaded {
 		return admission.Allowed("namespace not offloaded")
 	}
-	strategy, ferr := placement.PodStrategy(nso.Spec.PodOffloadingStrategy, pod.Annotations)
+	strategy, ferr := placement.PodStrategyWithRuntimeClass(nso.Spec.PodOffloadingStrategy, pod.Annotations, pod.Spec.RuntimeClassName)
 	if ferr != nil {
 		return admission.Denied(ferr.Error())
 	}

@@ -33,6 +33,7 @@ const (
 	PathMutatePod                   = "/mutate-pod"
 	PathValidatePod                 = "/validate-pod"
 	PathWarnPod                     = "/warn-pod"
+	PathRuntimeClassPod             = "/runtimeclass-pod"
 	PathMutatePVC                   = "/mutate-pvc"
 	PathValidatePVC                 = "/validate-pvc"
 	PathValidateNamespaceOffloading = "/validate-namespaceoffloading"
@@ -141,6 +142,7 @@ func Register(mgr ctrl.Manager) {
 	srv.Register(PathMutatePod, &webhook.Admission{Handler: &PodMutator{Reader: c}})
 	srv.Register(PathValidatePod, &webhook.Admission{Handler: &AnnotationValidator{Kind: "Pod", Reader: c, Decoder: dec}})
 	srv.Register(PathWarnPod, &webhook.Admission{Handler: &PodAnnotationWarner{Reader: c}})
+	srv.Register(PathRuntimeClassPod, &webhook.Admission{Handler: &PodRuntimeClassGuard{}})
 	srv.Register(PathMutatePVC, &webhook.Admission{Handler: &PVCMutator{Reader: c, Decoder: dec}})
 	srv.Register(PathValidatePVC, &webhook.Admission{Handler: &AnnotationValidator{Kind: "PersistentVolumeClaim", Reader: c, Decoder: dec}})
 	srv.Register(PathValidateNamespaceOffloading, &webhook.Admission{Handler: &NamespaceOffloadingValidator{Decoder: dec}})

@@ -50,6 +50,10 @@ func (v *AnnotationValidator) Handle(ctx context.Context, req admission.Request)
 			path := field.NewPath("metadata", "annotations").Key(placement.AnnotationPodOffloadingStrategy)
 			return admission.Denied(field.Forbidden(path, "immutable: the pod's node affinity was set from it at creation; recreate the pod instead").Error())
 		}
+		if v.Kind == "Pod" && old.Annotations[ferryv1alpha1.AnnotationRemoteRuntimeClass] != obj.Annotations[ferryv1alpha1.AnnotationRemoteRuntimeClass] {
+			path := field.NewPath("metadata", "annotations").Key(ferryv1alpha1.AnnotationRemoteRuntimeClass)
+			return admission.Denied(field.Forbidden(path, "immutable: a pod's RuntimeClass cannot change, in the provider either; recreate the pod instead").Error())
+		}
 		annotations = changed(old.Annotations, obj.Annotations)
 		if len(annotations) == 0 {
 			return admission.Allowed("")

@@ -24,6 +24,31 @@ const (
 	// LabelClusterID carries the ClusterID of the provider behind a virtual node.
 	LabelClusterID = "ferry.io/cluster-id"
 
+	// LabelTopologyCluster is the topology key of the cluster a node's pods
+	// run in, for topologySpreadConstraints and pod (anti-)affinity across
+	// clusters: on a virtual node the ClusterID of its provider (set by the
+	// virtual kubelet), on this cluster's real nodes this cluster's own
+	// ClusterID (set by ferry-controller-manager's node topology
+	// controller). Unlike LabelClusterID, which only virtual nodes carry,
+	// every node has it: PodTopologySpread ignores nodes without its
+	// topologyKey, so the local cluster would otherwise not count as a
+	// domain.
+	LabelTopologyCluster = "topology.ferry.io/cluster"
+
+	// RuntimeClassVirtual is ferry's RuntimeClass (installed with ferry):
+	// a pod naming it in spec.runtimeClassName runs on a virtual node
+	// whatever its namespace's podOffloadingStrategy, as long as the
+	// namespace is offloaded. Its scheduling part (a nodeSelector on
+	// LabelNodeType and a toleration of TaintVirtualNode) is added by the
+	// API server's RuntimeClass admission; it never reaches a provider.
+	RuntimeClassVirtual = "ferry"
+
+	// AnnotationRemoteRuntimeClass, on a pod, names the RuntimeClass its
+	// offloaded copy runs with in the provider (a DNS subdomain). Without
+	// it, a pod of RuntimeClassVirtual runs with none (the provider's
+	// default runtime); any other runtimeClassName is kept.
+	AnnotationRemoteRuntimeClass = "ferry.io/remote-runtime-class"
+
 	// LabelOffloadingEnabled marks a namespace whose pods may be offloaded;
 	// ferry's admission webhooks only act in namespaces carrying it.
 	LabelOffloadingEnabled = "ferry.io/offloading-enabled"

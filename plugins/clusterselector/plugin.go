@@ -1,7 +1,8 @@
 // Package clusterselector is the ClusterSelector scheduler plugin: it
 // places a pod of an offloaded namespace only where the namespace's
 // NamespaceOffloading allows (podOffloadingStrategy, narrowed by the pod's
-// ferry.io/pod-offloading-strategy annotation, and clusterSelector), even
+// ferry.io/pod-offloading-strategy annotation or widened to Remote by
+// runtimeClassName ferry, and clusterSelector), even
 // when the pod webhook was bypassed; a pod of a namespace that is not
 // offloaded never lands on a virtual node. See README.md.
 package clusterselector
@@ -10,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -108,11 +110,14 @@ func (pl *Plugin) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 	policy := pl.policies.Get(pod.Namespace)
 	if policy == nil {
 		s.local, s.notOffloaded = true, true
+		if placement.UsesVirtualRuntimeClass(pod.Spec.RuntimeClassName) {
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, placement.RuntimeClassNotOffloaded(pod.Namespace).Error())
+		}
 	} else {
 		if policy.SelectorErr != nil {
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "the namespace's NamespaceOffloading is invalid: "+policy.SelectorErr.Error())
 		}
-		strategy, ferr := placement.PodStrategy(policy.Strategy, pod.Annotations)
+		strategy, ferr := placement.PodStrategyWithRuntimeClass(policy.Strategy, pod.Annotations, pod.Spec.RuntimeClassName)
 		if ferr != nil {
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ferr.Error())
 		}
@@ -173,10 +178,12 @@ func (pl *Plugin) Filter(_ context.Context, cs fwk.CycleState, _ *corev1.Pod, no
 }
 
 // SignPod implements fwk.SignPlugin: the decision depends on the pod's
-// namespace, its strategy annotation and its tolerations.
+// namespace, its strategy annotation, whether it runs with ferry's
+// RuntimeClass and its tolerations.
 func (pl *Plugin) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	return []fwk.SignFragment{
-		{Key: "ferry.io/ClusterSelector", Value: []string{pod.Namespace, pod.Annotations[placement.AnnotationPodOffloadingStrategy]}},
+		{Key: "ferry.io/ClusterSelector", Value: []string{pod.Namespace, pod.Annotations[placement.AnnotationPodOffloadingStrategy],
+			strconv.FormatBool(placement.UsesVirtualRuntimeClass(pod.Spec.RuntimeClassName))}},
 		{Key: fwk.TolerationsSignerName, Value: fwk.TolerationsSigner(pod)},
 	}, nil
 }

@@ -60,6 +60,13 @@ func run(t *testing.T, pl *Plugin, pod *corev1.Pod, nodes []*corev1.Node) (admit
 	return admitted, pre, res, reasons
 }
 
+func withRC(p *corev1.Pod, name string) *corev1.Pod {
+	p.Spec.RuntimeClassName = &name
+	return p
+}
+
+func ferryRC(p *corev1.Pod) *corev1.Pod { return withRC(p, ferryv1alpha1.RuntimeClassVirtual) }
+
 func TestClusterSelector(t *testing.T) {
 	nodes := []*corev1.Node{
 		plugintest.RealNode("real-0"),
@@ -95,9 +102,17 @@ func TestClusterSelector(t *testing.T) {
 			want: "real-0", wantReason: map[string]string{"virtual-eu": ReasonLocalOnly}},
 		"widening refused": {pod: tol(plugintest.Pod("local", "p", placement.AnnotationPodOffloadingStrategy, "Remote")),
 			wantPreErr: "metadata.annotations[ferry.io/pod-offloading-strategy]: Invalid value: \"Remote\""},
-		"Local namespace, tolerating": {pod: tol(plugintest.Pod("local", "p")), want: "real-0", wantReason: map[string]string{"virtual-us": ReasonLocalOnly}},
-		"no cluster selected":         {pod: tol(plugintest.Pod("remote-mars", "p")), wantPreErr: ReasonNoneSelected},
-		"invalid selector":            {pod: tol(plugintest.Pod("bad", "p")), wantPreErr: "spec.clusterSelector.nodeSelectorTerms[0].matchExpressions[0].values"},
+		"Local namespace, tolerating":                     {pod: tol(plugintest.Pod("local", "p")), want: "real-0", wantReason: map[string]string{"virtual-us": ReasonLocalOnly}},
+		"no cluster selected":                             {pod: tol(plugintest.Pod("remote-mars", "p")), wantPreErr: ReasonNoneSelected},
+		"invalid selector":                                {pod: tol(plugintest.Pod("bad", "p")), wantPreErr: "spec.clusterSelector.nodeSelectorTerms[0].matchExpressions[0].values"},
+		"RuntimeClass ferry in a Local namespace: Remote": {pod: ferryRC(tol(plugintest.Pod("local", "p"))), want: "virtual-eu,virtual-us", wantSet: "virtual-eu,virtual-us"},
+		"RuntimeClass ferry, both-eu: the selector holds": {pod: ferryRC(tol(plugintest.Pod("both-eu", "p"))), want: "virtual-eu", wantSet: "virtual-eu"},
+		"RuntimeClass ferry annotated Local: refused": {pod: ferryRC(tol(plugintest.Pod("both-eu", "p", placement.AnnotationPodOffloadingStrategy, "Local"))),
+			wantPreErr: `spec.runtimeClassName "ferry" runs the pod on virtual nodes`},
+		"RuntimeClass ferry, not offloaded: refused": {pod: ferryRC(tol(plugintest.Pod("plain", "p"))),
+			wantPreErr: "spec.runtimeClassName: Forbidden: RuntimeClass \"ferry\" runs pods on ferry's virtual nodes, but namespace plain is not offloaded"},
+		"another RuntimeClass in a Local namespace: Local": {pod: withRC(tol(plugintest.Pod("local", "p")), "gvisor"), want: "real-0",
+			wantReason: map[string]string{"virtual-us": ReasonLocalOnly}},
 	} {
 		admitted, pre, res, reasons := run(t, pl, tc.pod, nodes)
 		if tc.wantPreErr != "" {
