@@ -78,6 +78,7 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.burst, "kube-api-burst", 400, "burst of queries to this cluster's API server")
 	fs.StringVar(&f.opts.StorageNamespace, "storage-namespace", storage.DefaultNamespace, "namespace of the real claims made for claims of the ferry storage class bound on this cluster's nodes")
 	fs.BoolVar(&f.opts.DisableStorage, "disable-storage", false, "do not serve the ferry storage class (storage.ferry.io/virtual)")
+	fs.BoolVar(&f.opts.DisableNodeTopology, "disable-node-topology", false, "do not label this cluster's real nodes topology.ferry.io/cluster=<cluster ID> (the topology key spreading pods across clusters)")
 	fs.BoolVar(&f.opts.Network.Disabled, "disable-network", false, "turn the network fabric off, for clusters whose networks already reach each other: pod addresses pass unchanged (also passed to the virtual kubelets)")
 	fs.StringVar(&f.opts.Network.PodCIDR, "pod-cidr", "", "this cluster's pod CIDR (default: detected from the nodes' spec.podCIDRs)")
 	fs.StringVar(&f.opts.Network.ServiceCIDR, "service-cidr", "", "this cluster's Service CIDR (default: read from the API server's ServiceCIDR kubernetes)")

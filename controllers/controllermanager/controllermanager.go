@@ -26,6 +26,7 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	fabricctrl "github.com/ferry-io/ferry/controllers/fabric"
 	"github.com/ferry-io/ferry/controllers/kubeletcerts"
+	"github.com/ferry-io/ferry/controllers/nodetopology"
 	"github.com/ferry-io/ferry/controllers/offloading"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/controllers/peeringquota"
@@ -68,6 +69,10 @@ type Options struct {
 	// DisableStorage leaves the virtual storage class unserved (claims of it
 	// then never bind: do not install manifests/storage).
 	DisableStorage bool
+	// DisableNodeTopology leaves this cluster's real nodes without the
+	// topology.ferry.io/cluster label (topologySpreadConstraints on it then
+	// leave them out).
+	DisableNodeTopology bool
 	// Network configures the network fabric's control plane (discovery,
 	// NetworkConfig exchange, IPAM).
 	Network fabricctrl.Options
@@ -174,6 +179,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}
 	if err := (&kubeletcerts.Approver{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up kubelet serving certificate approver: %w", err)
+	}
+	if !opts.DisableNodeTopology {
+		if err := (&nodetopology.Reconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("set up node topology controller: %w", err)
+		}
 	}
 	if !opts.Network.Disabled {
 		if err := (&fabricctrl.IPAMReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterID: opts.ClusterID,

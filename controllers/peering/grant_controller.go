@@ -171,14 +171,17 @@ func (d *debouncedRegrant) Generic(ctx context.Context, _ event.GenericEvent, q 
 }
 
 // grantRelevantChange filters node heartbeats and pod status churn that
-// cannot change what is free.
+// cannot change what is free, nor the region and zone the grant suggests.
 func grantRelevantChange(old, cur client.Object) bool {
 	switch o := old.(type) {
 	case *corev1.Node:
 		n := cur.(*corev1.Node)
 		return grant.Eligible(o) != grant.Eligible(n) ||
 			!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable) ||
-			o.Labels[ferryv1alpha1.LabelNodeType] != n.Labels[ferryv1alpha1.LabelNodeType]
+			o.Labels[ferryv1alpha1.LabelNodeType] != n.Labels[ferryv1alpha1.LabelNodeType] ||
+			// the region and zone the grant suggests for the virtual node
+			o.Labels[corev1.LabelTopologyRegion] != n.Labels[corev1.LabelTopologyRegion] ||
+			o.Labels[corev1.LabelTopologyZone] != n.Labels[corev1.LabelTopologyZone]
 	case *corev1.Pod:
 		p := cur.(*corev1.Pod)
 		return o.Spec.NodeName != p.Spec.NodeName || o.Status.Phase != p.Status.Phase ||

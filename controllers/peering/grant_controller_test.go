@@ -129,3 +129,26 @@ count:
 		t.Error("the grant never followed the pods")
 	}
 }
+
+// TestGrantRelevantChangeSeesTopologyLabels: a provider node relabelled
+// into another zone or region re-grants, so the virtual node's topology
+// labels follow; a heartbeat does not.
+func TestGrantRelevantChangeSeesTopologyLabels(t *testing.T) {
+	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
+		corev1.LabelTopologyRegion: "eu-west", corev1.LabelTopologyZone: "eu-west-1a", "other": "x"}}}
+	for name, tc := range map[string]struct {
+		mutate func(*corev1.Node)
+		want   bool
+	}{
+		"zone changed":        {func(n *corev1.Node) { n.Labels[corev1.LabelTopologyZone] = "eu-west-1b" }, true},
+		"region removed":      {func(n *corev1.Node) { delete(n.Labels, corev1.LabelTopologyRegion) }, true},
+		"another label":       {func(n *corev1.Node) { n.Labels["other"] = "y" }, false},
+		"heartbeat (no diff)": {func(*corev1.Node) {}, false},
+	} {
+		cur := base.DeepCopy()
+		tc.mutate(cur)
+		if got := grantRelevantChange(base, cur); got != tc.want {
+			t.Errorf("%s: relevant %v, want %v", name, got, tc.want)
+		}
+	}
+}

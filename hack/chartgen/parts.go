@@ -29,7 +29,8 @@ type variant struct{ dir, cond string }
 var parts = []part{
 	{file: "crds.yaml", variants: []variant{{dir: "base"}}, keep: kindIs("CustomResourceDefinition")},
 	{file: "namespace.yaml", variants: []variant{{dir: "base"}}, keep: kindIs("Namespace"), cond: ".Values.createNamespace"},
-	{file: "rbac.yaml", variants: []variant{{dir: "base"}}, keep: not(kindIs("CustomResourceDefinition", "Namespace"))},
+	{file: "rbac.yaml", variants: []variant{{dir: "base"}}, keep: not(kindIs("CustomResourceDefinition", "Namespace", "RuntimeClass"))},
+	{file: "runtimeclass.yaml", variants: []variant{{dir: "base"}}, keep: kindIs("RuntimeClass")},
 	{file: "controller-manager.yaml", variants: []variant{{dir: "controller-manager"}}},
 	{file: "webhook.yaml", variants: []variant{
 		{dir: "webhook", cond: `eq .Values.webhook.certificates "self-managed"`},

@@ -39,13 +39,17 @@ func NodeName(vn *ferryv1alpha1.VirtualNode) string {
 	return vn.Node()
 }
 
-// NodeLabels are the Node's labels: spec.labels, then ferry's and the
-// kubelet's well-known ones, which spec.labels cannot override.
+// NodeLabels are the Node's labels: spec.labels (the provider's region and
+// zone when its nodes agree on them, see grant.SuggestedLabels), then
+// ferry's and the kubelet's well-known ones, which spec.labels cannot
+// override: among them topology.ferry.io/cluster, the provider's ClusterID,
+// the topology key spreading pods across clusters.
 func NodeLabels(vn *ferryv1alpha1.VirtualNode) map[string]string {
-	labels := make(map[string]string, len(vn.Spec.Labels)+5)
+	labels := make(map[string]string, len(vn.Spec.Labels)+6)
 	maps.Copy(labels, vn.Spec.Labels)
 	labels[ferryv1alpha1.LabelNodeType] = ferryv1alpha1.NodeTypeVirtual
 	labels[ferryv1alpha1.LabelClusterID] = string(vn.Spec.ClusterID)
+	labels[ferryv1alpha1.LabelTopologyCluster] = string(vn.Spec.ClusterID)
 	labels[labelHostname] = NodeName(vn)
 	labels[labelOS] = "linux"
 	labels[labelArch] = "amd64"

@@ -26,7 +26,7 @@ func testVirtualNode() *ferryv1alpha1.VirtualNode {
 			},
 			NodeShapes:     []ferryv1alpha1.NodeShape{{Count: 2, Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}}},
 			StorageClasses: []ferryv1alpha1.VirtualNodeStorageClass{{Name: "", ProviderClass: "standard"}, {Name: "fast", ProviderClass: "ssd"}},
-			Labels:         map[string]string{"topology.kubernetes.io/zone": "remote", ferryv1alpha1.LabelNodeType: "spoofed"},
+			Labels:         map[string]string{"topology.kubernetes.io/zone": "remote", ferryv1alpha1.LabelNodeType: "spoofed", ferryv1alpha1.LabelTopologyCluster: "spoofed"},
 			Taints: []corev1.Taint{
 				{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
 				{Key: ferryv1alpha1.TaintVirtualNode, Effect: corev1.TaintEffectNoExecute},
@@ -50,9 +50,11 @@ func TestBuildNode(t *testing.T) {
 		"topology.kubernetes.io/zone": "remote",
 		ferryv1alpha1.LabelNodeType:   ferryv1alpha1.NodeTypeVirtual, // not overridable
 		ferryv1alpha1.LabelClusterID:  "provider-a",
-		corev1.LabelHostname:          "provider-a",
-		corev1.LabelOSStable:          "linux",
-		corev1.LabelArchStable:        "amd64",
+		// the topology key of spreading across clusters, not overridable
+		ferryv1alpha1.LabelTopologyCluster: "provider-a",
+		corev1.LabelHostname:               "provider-a",
+		corev1.LabelOSStable:               "linux",
+		corev1.LabelArchStable:             "amd64",
 	}
 	if len(n.Labels) != len(wantLabels) {
 		t.Errorf("labels %v, want %v", n.Labels, wantLabels)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -50,6 +51,9 @@ func Refuse(pod *corev1.Pod) *Refusal {
 			return &Refusal{fmt.Sprintf("spec.volumes[%d].hostPath", i), fmt.Sprintf("volume %q: an offloaded pod cannot mount the provider node's files", v.Name)}
 		}
 	}
+	if _, err := placement.RemoteRuntimeClass(pod.Annotations, spec.RuntimeClassName); err != nil {
+		return &Refusal{err.Field, err.ErrorBody()}
+	}
 	return nil
 }
 
@@ -66,6 +70,10 @@ func Refuse(pod *corev1.Pod) *Refusal {
 // (ServiceAccountTokenSecret): the pod finds a token of its consumer service
 // account where it expects one. Without, the volume is dropped.
 //
+// Its RuntimeClass is placement.RemoteRuntimeClass's: the pod's
+// ferry.io/remote-runtime-class, none for a pod of ferry's RuntimeClass
+// (the provider's default runtime), else the pod's own.
+//
 // With api set, and unless the pod's ferry.io/consumer-api-server
 // annotation is "false", the pod's containers reach this cluster's API
 // server instead of the provider's (see withConsumerAPIServer).
@@ -74,6 +82,11 @@ func ShadowPodFor(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespa
 		Metadata: ferryv1alpha1.PodMetadata{Labels: withoutFerryKeys(pod.Labels), Annotations: withoutFerryKeys(pod.Annotations)},
 		Spec:     remoteSpec(&pod.Spec, tokens),
 	}
+	runtimeClass, ferr := placement.RemoteRuntimeClass(pod.Annotations, pod.Spec.RuntimeClassName)
+	if ferr != nil {
+		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, ferr)
+	}
+	template.Spec.RuntimeClassName = runtimeClass
 	if api != nil && pod.Annotations[ferryv1alpha1.AnnotationConsumerAPIServer] != "false" {
 		withConsumerAPIServer(&template.Spec, *api)
 	}

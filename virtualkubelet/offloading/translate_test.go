@@ -101,6 +101,51 @@ func TestShadowPodForStripsWhatOnlyTheConsumerMeans(t *testing.T) {
 	}
 }
 
+// TestShadowPodForRuntimeClass: ferry's RuntimeClass never reaches the
+// provider; the pod's ferry.io/remote-runtime-class names the provider's.
+func TestShadowPodForRuntimeClass(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		class      *string
+		annotation string
+		want       string // "" for none
+	}{
+		{"RuntimeClass ferry: the provider's default", new(ferryv1alpha1.RuntimeClassVirtual), "", ""},
+		{"RuntimeClass ferry, annotated: the annotated one", new(ferryv1alpha1.RuntimeClassVirtual), "kata", "kata"},
+		{"another RuntimeClass: kept", new("gvisor"), "", "gvisor"},
+		{"another RuntimeClass, annotated: the annotated one", new("gvisor"), "kata", "kata"},
+		{"none: none", nil, "", ""},
+	} {
+		pod := boundPod()
+		pod.Spec.RuntimeClassName = tt.class
+		if tt.annotation != "" {
+			pod.Annotations[ferryv1alpha1.AnnotationRemoteRuntimeClass] = tt.annotation
+		}
+		sp, err := ShadowPodFor(pod, "home", "shop-home", false, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		got := ""
+		if rc := sp.Spec.Template.Spec.RuntimeClassName; rc != nil {
+			got = *rc
+			if got == "" {
+				t.Errorf("%s: an empty runtimeClassName, want none", tt.name)
+			}
+		}
+		if got != tt.want {
+			t.Errorf("%s: remote runtimeClassName %q, want %q", tt.name, got, tt.want)
+		}
+		if _, ok := sp.Spec.Template.Metadata.Annotations[ferryv1alpha1.AnnotationRemoteRuntimeClass]; ok {
+			t.Errorf("%s: the annotation reached the provider", tt.name)
+		}
+	}
+	pod := boundPod()
+	pod.Annotations[ferryv1alpha1.AnnotationRemoteRuntimeClass] = "Not_A_Name"
+	if _, err := ShadowPodFor(pod, "home", "shop-home", false, nil); err == nil || !strings.Contains(err.Error(), "ferry.io/remote-runtime-class") {
+		t.Errorf("a malformed remote RuntimeClass: %v, want an error naming the annotation", err)
+	}
+}
+
 func TestRefuse(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -114,6 +159,9 @@ func TestRefuse(t *testing.T) {
 		{"host path", func(p *corev1.Pod) {
 			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 		}, "spec.volumes[2].hostPath"},
+		{"malformed remote RuntimeClass", func(p *corev1.Pod) {
+			p.Annotations[ferryv1alpha1.AnnotationRemoteRuntimeClass] = "Not_A_Name"
+		}, "metadata.annotations[ferry.io/remote-runtime-class]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
