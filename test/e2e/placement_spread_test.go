@@ -159,8 +159,14 @@ var _ = Describe("Placement: spread across clusters, RuntimeClass ferry", Label(
 		n.Labels[corev1.LabelTopologyZone] = "us-east-1b"
 		Expect(us.Client.Patch(ctx, &n, patch)).To(Succeed())
 		Eventually(func(g Gomega) {
+			var slice ferryv1alpha1.ResourceSlice
+			g.Expect(us.Client.Get(ctx, client.ObjectKey{Namespace: peering.TenantNamespace("consumer"), Name: "consumer"}, &slice)).To(Succeed())
+			g.Expect(slice.Status.Labels).To(Equal(map[string]string{corev1.LabelTopologyRegion: "us-east"}), "the grant's labels")
+			var vn ferryv1alpha1.VirtualNode
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: usNode}, &vn)).To(Succeed())
+			g.Expect(vn.Spec.Labels).To(Equal(map[string]string{corev1.LabelTopologyRegion: "us-east"}), "the VirtualNode's labels")
 			usLabels := nodeLabels(ctx, g, consumer, usNode)
-			g.Expect(usLabels).NotTo(HaveKey(corev1.LabelTopologyZone))
+			g.Expect(usLabels).NotTo(HaveKey(corev1.LabelTopologyZone), "the Node's labels")
 			g.Expect(usLabels).To(HaveKeyWithValue(corev1.LabelTopologyRegion, "us-east"))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 

@@ -43,6 +43,9 @@ type placementOutcome struct {
 	denial string
 }
 
+// ferryRuntimeClass opts a pod into virtual nodes by RuntimeClass ferry.
+func ferryRuntimeClass(p *corev1.Pod) { p.Spec.RuntimeClassName = ptr.To(ferryv1alpha1.RuntimeClassVirtual) }
+
 func term(reqs ...corev1.NodeSelectorRequirement) corev1.NodeSelectorTerm {
 	return corev1.NodeSelectorTerm{MatchExpressions: reqs}
 }
@@ -119,6 +122,12 @@ var _ = Describe("Pod placement by admission policy", Label("webhooks"), Ordered
 		{name: "refused: widening Local", nso: local, pod: annotate(placement.AnnotationPodOffloadingStrategy, "Remote")},
 		{name: "refused: widening while deleting", nso: remote, deleting: true, pod: annotate(placement.AnnotationPodOffloadingStrategy, "Remote")},
 		{name: "refused: consumer-api-server not a boolean", nso: remote, pod: annotate(ferryv1alpha1.AnnotationConsumerAPIServer, "maybe")},
+		{name: "RuntimeClass ferry in a Local namespace", nso: local, pod: ferryRuntimeClass},
+		{name: "RuntimeClass ferry annotated Remote, with a remote RuntimeClass, in a Local namespace", nso: local, pod: both(ferryRuntimeClass,
+			annotate(placement.AnnotationPodOffloadingStrategy, "Remote", ferryv1alpha1.AnnotationRemoteRuntimeClass, "kata"))},
+		{name: "refused: RuntimeClass ferry annotated Local", nso: selected, pod: both(ferryRuntimeClass, annotate(placement.AnnotationPodOffloadingStrategy, "Local"))},
+		{name: "refused: RuntimeClass ferry while deleting", nso: remote, deleting: true, pod: ferryRuntimeClass},
+		{name: "refused: remote RuntimeClass not a name", nso: remote, pod: annotate(ferryv1alpha1.AnnotationRemoteRuntimeClass, "Not_A_Name")},
 	}
 
 	var (

@@ -56,6 +56,26 @@ func NodeLabels(vn *ferryv1alpha1.VirtualNode) map[string]string {
 	return labels
 }
 
+// DroppedLabels are the labels still to remove from the Node once ferry's
+// labels change from before to after: those of pending (not removed yet)
+// and of before that after no longer has, less any after has again.
+func DroppedLabels(pending map[string]bool, before, after map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for k := range pending {
+		out[k] = true
+	}
+	for k := range before {
+		out[k] = true
+	}
+	for k := range after {
+		delete(out, k)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // NodeAnnotations are the Node's annotations: the JSON of spec.nodeShapes
 // under ferry.io/node-shapes (for RemoteFit) and of spec.storageClasses
 // under ferry.io/storage-classes (for the storage fabric and DataGravity),

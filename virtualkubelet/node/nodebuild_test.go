@@ -207,3 +207,20 @@ func TestMergeTaints(t *testing.T) {
 		})
 	}
 }
+
+func TestDroppedLabels(t *testing.T) {
+	before := map[string]string{"a": "1", "zone": "z", "region": "r"}
+	after := map[string]string{"a": "1", "region": "r2"}
+	got := DroppedLabels(nil, before, after)
+	if len(got) != 1 || !got["zone"] {
+		t.Errorf("dropped %v, want zone", got)
+	}
+	// still pending, and another one dropped; one back again is not removed
+	got = DroppedLabels(map[string]bool{"zone": true, "old": true}, map[string]string{"a": "1", "x": "1"}, map[string]string{"a": "1", "old": "again"})
+	if len(got) != 2 || !got["zone"] || !got["x"] {
+		t.Errorf("dropped %v, want zone and x", got)
+	}
+	if got := DroppedLabels(nil, after, after); got != nil {
+		t.Errorf("nothing changed, dropped %v", got)
+	}
+}

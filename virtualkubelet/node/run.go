@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -339,6 +341,9 @@ type runner struct {
 	nodeReady     bool         // the node controller registered the Node
 	taintsSynced  bool
 	taintsApplied []corev1.Taint // ferry's taints as last applied to the Node
+	// labelsDropped are labels ferry set on the Node and no longer wants
+	// (a provider's zone that stopped agreeing), still to remove.
+	labelsDropped map[string]bool
 	// The status last written and the resourceVersion it was written over,
 	// so the write is not repeated before the informer sees it.
 	wroteOverRV string
@@ -523,11 +528,18 @@ func (r *runner) sync(ctx context.Context) error {
 	}
 	if !nodeReportEqual(node, r.pushed) {
 		klog.FromContext(ctx).V(1).Info("Updating node", "node", node.Name, "generation", vn.Generation)
+		r.labelsDropped = DroppedLabels(r.labelsDropped, r.pushed.Labels, node.Labels)
 		r.push(node)
 		r.pushed = node
 	}
 	if !r.nodeReady {
 		return nil
+	}
+	if len(r.labelsDropped) > 0 {
+		if err := r.removeLabels(ctx, node.Name, r.labelsDropped); err != nil {
+			return err
+		}
+		r.labelsDropped = nil
 	}
 	managed := NodeTaints(vn)
 	if !r.taintsSynced || !taintsEqual(managed, r.taintsApplied) {
@@ -540,6 +552,26 @@ func (r *runner) sync(ctx context.Context) error {
 		return nil
 	}
 	return r.writeStatus(ctx, vn, true)
+}
+
+// removeLabels removes labels from the Node with a merge patch (a label
+// already gone is no change). The node controller's own patches cannot be
+// relied on for it: they remove only labels recorded in their last-applied
+// annotation, which a Node just registered does not carry yet.
+func (r *runner) removeLabels(ctx context.Context, nodeName string, labels map[string]bool) error {
+	null := make(map[string]any, len(labels))
+	for k := range labels {
+		null[k] = nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": null}})
+	if err != nil {
+		return fmt.Errorf("encode label removal of node %s: %w", nodeName, err)
+	}
+	if _, err := r.kube.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("remove labels %v of node %s: %w", slices.Sorted(maps.Keys(labels)), nodeName, err)
+	}
+	klog.FromContext(ctx).V(1).Info("Removed node labels", "node", nodeName, "labels", slices.Sorted(maps.Keys(labels)))
+	return nil
 }
 
 // applyTaints sets ferry's taints on the Node, keeping the ones others put
