@@ -44,7 +44,9 @@ type placementOutcome struct {
 }
 
 // ferryRuntimeClass opts a pod into virtual nodes by RuntimeClass ferry.
-func ferryRuntimeClass(p *corev1.Pod) { p.Spec.RuntimeClassName = ptr.To(ferryv1alpha1.RuntimeClassVirtual) }
+func ferryRuntimeClass(p *corev1.Pod) {
+	p.Spec.RuntimeClassName = ptr.To(ferryv1alpha1.RuntimeClassVirtual)
+}
 
 func term(reqs ...corev1.NodeSelectorRequirement) corev1.NodeSelectorTerm {
 	return corev1.NodeSelectorTerm{MatchExpressions: reqs}
