@@ -125,7 +125,7 @@ var _ = Describe("Node pools", Label("placement", "pools"), Ordered, func() {
 			g.Expect(slice.Status.Pools).To(HaveLen(2))
 			for _, c := range []struct {
 				node, pool, cpu string
-				grant      ferryv1alpha1.NodePoolGrant
+				grant           ferryv1alpha1.NodePoolGrant
 			}{{bigNode, "big", "28800m", slice.Status.Pools[0]}, {smallNode, "small", "7200m", slice.Status.Pools[1]}} {
 				var n corev1.Node
 				g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: c.node}, &n)).To(Succeed())
