@@ -8,34 +8,40 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
-// Pool is the eligible nodes of a provider sharing one value of the pool
-// label, and what they have free.
+// Pool is the nodes of a provider sharing one value of the pool label, and
+// what its eligible ones have free.
 type Pool struct {
 	// Value of the pool label.
 	Value string
 	// Nodes are the pool's eligible nodes.
 	Nodes []corev1.Node
-	// Free is what the pool's nodes have unrequested.
+	// Free is what the pool's eligible nodes have unrequested.
 	Free Free
 }
 
-// SplitPools groups the eligible nodes of free by their value of the label
-// key, sorted by value. Nodes without the label (or with an empty value)
+// SplitPools groups the real (non-virtual) nodes by their value of the label
+// key, sorted by value, each pool sized from its eligible nodes (those of
+// free). A pool lasts as long as one real node has the value, so a pool
+// whose nodes are all NotReady or cordoned for a while is granted nothing
+// rather than removed. Nodes without the label (or with an empty value)
 // belong to no pool: a pool is what a nodeSelector <key>=<value> selects,
 // and no selector of that form selects them.
 func SplitPools(nodes []corev1.Node, free Free, key string) []Pool {
 	byValue := map[string]*Pool{}
 	for i := range nodes {
 		n := &nodes[i]
-		nodeFree, eligible := free.PerNode[n.Name]
 		value := n.Labels[key]
-		if !eligible || value == "" {
+		if value == "" || n.Labels[ferryv1alpha1.LabelNodeType] == ferryv1alpha1.NodeTypeVirtual {
 			continue
 		}
 		p := byValue[value]
 		if p == nil {
 			p = &Pool{Value: value, Free: Free{Total: corev1.ResourceList{}, PerNode: map[string]corev1.ResourceList{}}}
 			byValue[value] = p
+		}
+		nodeFree, eligible := free.PerNode[n.Name]
+		if !eligible {
+			continue
 		}
 		p.Nodes = append(p.Nodes, *n)
 		p.Free.PerNode[n.Name] = nodeFree

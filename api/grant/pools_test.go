@@ -66,6 +66,27 @@ func TestPoolGrantsGroupAndSizeEachPoolFromItsOwnNodes(t *testing.T) {
 	}
 }
 
+func TestAPoolWhoseNodesAreAllUnschedulableStaysGrantedNothing(t *testing.T) {
+	const key = "pool"
+	notReady := func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }
+	virtual := labelled(ferryv1alpha1.LabelNodeType, ferryv1alpha1.NodeTypeVirtual, key, "v")
+	nodes := []corev1.Node{
+		node("a", "8", "8Gi", labelled(key, "a")),
+		node("down", "8", "8Gi", labelled(key, "down"), notReady),
+		node("virtual", "90", "90Gi", virtual), // a virtual node makes no pool
+	}
+	grants, _, err := PoolGrants(nodes, ComputeFree(nodes, nil, nil), key, nil, 90, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(grants) != 2 || grants[1].Value != "down" {
+		t.Fatalf("pools = %+v, want a and down (a passing NotReady must not retire the pool's virtual node)", grants)
+	}
+	if cpu := grants[1].Resources[corev1.ResourceCPU]; grants[1].Nodes != 0 || !cpu.IsZero() || len(grants[1].NodeShapes) != 0 {
+		t.Errorf("pool down: %d nodes, cpu %s, shapes %v; want nothing granted", grants[1].Nodes, cpu.String(), grants[1].NodeShapes)
+	}
+}
+
 func TestPoolGrantsFixedRequestHoldsPerPoolCappedByItsFreeResources(t *testing.T) {
 	const key = "pool"
 	nodes := []corev1.Node{

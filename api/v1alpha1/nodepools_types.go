@@ -8,8 +8,8 @@ import (
 )
 
 // NodePools splits a provider's nodes into pools by a node label: one
-// virtual node per value the label takes among the provider's schedulable
-// nodes, each sized from its own pool's nodes and labelled <labelKey>=<value>,
+// virtual node per value the label takes among the provider's nodes, each
+// sized from its own pool's schedulable nodes and labelled <labelKey>=<value>,
 // so pods select a pool with a plain nodeSelector. Nodes without the label
 // are not offered.
 type NodePools struct {
@@ -39,7 +39,9 @@ type NodePoolGrant struct {
 	// +kubebuilder:validation:MaxLength=63
 	Value string `json:"value"`
 
-	// Nodes is how many schedulable nodes the pool has.
+	// Nodes is how many schedulable nodes the pool has (0 while all its
+	// nodes are NotReady, cordoned or tainted: the pool stays, granted
+	// nothing).
 	// +kubebuilder:validation:Minimum=0
 	Nodes int32 `json:"nodes"`
 
