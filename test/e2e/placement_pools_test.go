@@ -192,6 +192,36 @@ var _ = Describe("Node pools", Label("placement", "pools"), Ordered, func() {
 		Expect(consumer.Client.Delete(ctx, big)).To(Succeed())
 	})
 
+	It("keeps a namespace whose clusterSelector names a pool on that pool's virtual node (ferry-scheduler's ClusterSelector)", func(ctx context.Context) {
+		sel := framework.CreateNamespace(ctx, consumer, "pool-selected")
+		Expect(consumer.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
+			ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: sel},
+			Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote,
+				ClusterSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+					{Key: poolKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"small"}}}}}}},
+		})).To(Succeed())
+		spec := remotePodSpec()
+		spec.NodeSelector = nil // no pool, not even the virtual-node label: the namespace's policy decides
+		spec.SchedulerName = ferrySchedulerName
+		Eventually(func(g Gomega) {
+			var nso ferryv1alpha1.NamespaceOffloading
+			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: sel, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
+			g.Expect(nso.Status.Clusters).To(ConsistOf(And(HaveField("ClusterID", ferryv1alpha1.ClusterID("provider")), HaveField("Phase", ferryv1alpha1.OffloadingReady))))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		Expect(consumer.Client.Create(ctx, deployment(sel, "by-namespace", 4, spec))).To(Succeed())
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(consumer.Client.List(ctx, &pods, client.InNamespace(sel), client.MatchingLabels{"app": "by-namespace"})).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(4))
+			for _, p := range pods.Items {
+				g.Expect(p.Spec.NodeName).To(Equal(smallNode), "pod %s", p.Name)
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		var d appsv1.Deployment
+		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: sel, Name: "by-namespace"}, &d)).To(Succeed())
+		Expect(consumer.Client.Delete(ctx, &d)).To(Succeed())
+	})
+
 	It("removes a pool's virtual node when its last node leaves the pool, draining its pods, and leaves the other pool's", func(ctx context.Context) {
 		var before resource.Quantity
 		Eventually(func(g Gomega) { before = cpuOf(ctx, g, bigNode) }).WithContext(ctx).Should(Succeed())
