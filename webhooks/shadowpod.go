@@ -104,6 +104,13 @@ func (v *ShadowPodValidator) Handle(ctx context.Context, req admission.Request) 
 		if err := podsecurity.Check(level, &meta, &sp.Spec.Template.Spec); err != nil {
 			return invalid(fmt.Sprintf("spec.template: consumer %s's pods must meet the %s level here: %v", owner, level, err))
 		}
+		errs, err := checkNodeConstraints(ctx, v.Reader, owner, &sp.Spec.Template.Spec)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		if len(errs) > 0 {
+			return invalid(errs.ToAggregate().Error())
+		}
 	}
 	if !quota.Counts(sp) {
 		return admission.Allowed("")

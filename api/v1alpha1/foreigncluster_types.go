@@ -138,6 +138,12 @@ type ForeignClusterSpec struct {
 	// +kubebuilder:default=baseline
 	// +optional
 	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
+
+	// NodePools, where the peer is a provider, splits its nodes into pools
+	// by a node label, one virtual node per pool; unset, the provider is one
+	// virtual node.
+	// +optional
+	NodePools *NodePools `json:"nodePools,omitempty"`
 }
 
 // PodSecurityLevel is a Pod Security Standards level.

@@ -23,6 +23,11 @@ type ResourceSliceSpec struct {
 	// its unrequested resources, following them as they change).
 	// +optional
 	Resources corev1.ResourceList `json:"resources,omitempty"`
+
+	// NodePools asks for one grant per pool of the provider's nodes
+	// (status.pools) instead of one for all of them.
+	// +optional
+	NodePools *NodePools `json:"nodePools,omitempty"`
 }
 
 // StorageClassOffer is a storage class the provider lets consumers use.
@@ -64,6 +69,14 @@ type ResourceSliceStatus struct {
 	// +listMapKey=name
 	// +optional
 	StorageClasses []StorageClassOffer `json:"storageClasses,omitempty"`
+
+	// Pools is, when spec.nodePools is set, the grant in each pool, by
+	// value; resources above is then the pools' sum, and nodeShapes empty.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=value
+	// +optional
+	Pools []NodePoolGrant `json:"pools,omitempty"`
 
 	// ObservedGeneration is the generation the grant was computed for.
 	// +optional

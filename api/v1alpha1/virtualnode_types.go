@@ -58,6 +58,12 @@ type VirtualNodeSpec struct {
 	// KubeconfigSecretRef names the Secret, in this namespace, with the
 	// credential the virtual kubelet uses to reach the provider.
 	KubeconfigSecretRef corev1.LocalObjectReference `json:"kubeconfigSecretRef"`
+
+	// Pool is the pool of the provider's nodes this node stands for; unset,
+	// all of them.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="pool is immutable"
+	// +optional
+	Pool *VirtualNodePool `json:"pool,omitempty"`
 }
 
 // VirtualNodeStorageClass is a storage class a provider serves claims with,

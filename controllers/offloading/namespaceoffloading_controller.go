@@ -330,7 +330,10 @@ func (r *NamespaceOffloadingReconciler) drain(ctx context.Context, nso *ferryv1a
 	}
 	st.Phase = ferryv1alpha1.OffloadingTerminating
 
-	node := peering.VirtualNodeName(id)
+	nodes, err := peering.VirtualNodesOf(ctx, r.Client, id)
+	if err != nil {
+		return st, false, err
+	}
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(nso.Namespace)); err != nil {
 		return st, false, fmt.Errorf("list pods of %s: %w", nso.Namespace, err)
@@ -338,20 +341,20 @@ func (r *NamespaceOffloadingReconciler) drain(ctx context.Context, nso *ferryv1a
 	left := 0
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.Spec.NodeName != node {
+		if !nodes[p.Spec.NodeName] {
 			continue
 		}
 		left++
 		if p.DeletionTimestamp.IsZero() {
 			if err := r.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
-				return st, false, fmt.Errorf("drain pod %s/%s from %s: %w", p.Namespace, p.Name, node, err)
+				return st, false, fmt.Errorf("drain pod %s/%s from %s: %w", p.Namespace, p.Name, p.Spec.NodeName, err)
 			}
 			logger.Info("Draining offloaded pod", "pod", client.ObjectKeyFromObject(p))
 		}
 	}
 	if left > 0 {
 		setClusterCondition(&st, nso.Generation, metav1.ConditionFalse, ReasonDraining,
-			fmt.Sprintf("waiting for %d pod(s) on virtual node %s to go before removing the twin namespace", left, node))
+			fmt.Sprintf("waiting for %d pod(s) on the virtual nodes of %s to go before removing the twin namespace", left, id))
 		return st, false, nil
 	}
 

@@ -3,6 +3,7 @@ package peering
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,6 +91,14 @@ func (r *GrantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		status.Resources = granted
 		status.NodeShapes = grant.Shapes(free)
 		status.Labels = grant.SuggestedLabels(nodes.Items, r.Labels)
+		status.Pools = nil
+		if np := slice.Spec.NodePools; np != nil {
+			cond.Message, err = r.grantPools(np.LabelKey, &slice, nodes.Items, free, status)
+			if err != nil {
+				cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "Refused", err.Error()
+				status.Resources, status.NodeShapes, status.Pools = nil, nil, nil
+			}
+		}
 	}
 	status.StorageClasses = grant.StorageClassOffers(classes.Items)
 	meta.SetStatusCondition(&status.Conditions, cond)
@@ -102,6 +111,33 @@ func (r *GrantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	log.FromContext(ctx).Info("Granted resources", "consumer", consumer, "resources", granted, "storageClasses", status.StorageClasses, "error", err)
 	return ctrl.Result{}, nil
+}
+
+// grantPools fills status with one grant per pool of nodes split by key:
+// resources become the pools' sum. It returns the Granted condition's
+// message.
+func (r *GrantReconciler) grantPools(key string, slice *ferryv1alpha1.ResourceSlice, nodes []corev1.Node, free grant.Free, status *ferryv1alpha1.ResourceSliceStatus) (string, error) {
+	if err := ferryv1alpha1.ValidateNodePoolLabelKey("spec.nodePools.labelKey", key); err != nil {
+		return "", err
+	}
+	pools, leftOut, err := grant.PoolGrants(nodes, free, key, slice.Spec.Resources, r.SharingPercentage, r.Labels)
+	if err != nil {
+		return "", err
+	}
+	total := corev1.ResourceList{}
+	for _, p := range pools {
+		for name, q := range p.Resources {
+			sum := total[name]
+			sum.Add(q)
+			total[name] = sum
+		}
+	}
+	status.Resources, status.NodeShapes, status.Pools = total, nil, pools
+	msg := fmt.Sprintf("%s, in each of %d pools of nodes by label %s (nodes without it are not offered)", grantMessage(len(slice.Spec.Resources) > 0, r.SharingPercentage), len(pools), key)
+	if len(leftOut) > 0 {
+		msg += fmt.Sprintf("; at most %d pools are granted, left out: %s", ferryv1alpha1.MaxNodePools, someOf(leftOut))
+	}
+	return msg, nil
 }
 
 func grantMessage(fixed bool, percent int) string {
@@ -178,10 +214,7 @@ func grantRelevantChange(old, cur client.Object) bool {
 		n := cur.(*corev1.Node)
 		return grant.Eligible(o) != grant.Eligible(n) ||
 			!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable) ||
-			o.Labels[ferryv1alpha1.LabelNodeType] != n.Labels[ferryv1alpha1.LabelNodeType] ||
-			// the region and zone the grant suggests for the virtual node
-			o.Labels[corev1.LabelTopologyRegion] != n.Labels[corev1.LabelTopologyRegion] ||
-			o.Labels[corev1.LabelTopologyZone] != n.Labels[corev1.LabelTopologyZone]
+			!maps.Equal(o.Labels, n.Labels)
 	case *corev1.Pod:
 		p := cur.(*corev1.Pod)
 		return o.Spec.NodeName != p.Spec.NodeName || o.Status.Phase != p.Status.Phase ||

@@ -3,6 +3,7 @@ package peering
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
@@ -58,3 +59,32 @@ func VirtualNodeName(provider ferryv1alpha1.ClusterID) string {
 func isConsumer(fc *ferryv1alpha1.ForeignCluster) bool { return fc.Spec.IsConsumer() }
 
 func isProvider(fc *ferryv1alpha1.ForeignCluster) bool { return fc.Spec.IsProvider() }
+
+// maxVirtualNodeName bounds virtual node names: the name is also a label
+// value (app.kubernetes.io/instance of its virtual kubelet's objects).
+const maxVirtualNodeName = 63
+
+// PoolVirtualNodeName is, on a consumer, the VirtualNode (in ferry-system)
+// and Node name standing for the pool of a provider's nodes whose label key
+// has value: ferry-<provider>-<value>-<hash>, the value lowercased with
+// characters a name cannot hold replaced by '-', the front part shortened to
+// stay at most 63 characters, and the hash (8 hex digits of provider, key
+// and value) keeping names unique where shortening or replacing would
+// merge them, and apart from every provider's ferry-<provider>.
+func PoolVirtualNodeName(provider ferryv1alpha1.ClusterID, key, value string) string {
+	sum := sha256.Sum256([]byte(string(provider) + "\x00" + key + "\x00" + value))
+	suffix := "-" + hex.EncodeToString(sum[:])[:8]
+	var b strings.Builder
+	for _, r := range strings.ToLower(value) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	base := VirtualNodeName(provider) + "-" + b.String()
+	if len(base) > maxVirtualNodeName-len(suffix) {
+		base = base[:maxVirtualNodeName-len(suffix)]
+	}
+	return strings.TrimRight(base, "-") + suffix
+}

@@ -3,6 +3,7 @@ package peering
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -175,14 +176,24 @@ func (r *PeerReconciler) follow(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 	}
 	set(ferryv1alpha1.ForeignClusterResourcesGranted, true, "Granted", msg)
 
-	vn, err := r.ensureVirtualNode(ctx, fc, slice, classes)
-	if err != nil {
-		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualNodeFailed", err.Error())
-		return
+	wants := wantedVirtualNodes(fc, slice)
+	if len(wants) == 0 {
+		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "NoNodePools",
+			fmt.Sprintf("no schedulable node of the provider has the label %s (spec.nodePools.labelKey)", slice.Spec.NodePools.LabelKey))
 	}
-	if err := r.launchVirtualKubelet(ctx, fc, vn); err != nil {
-		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualKubeletFailed", err.Error())
-		return
+	for _, want := range wants {
+		vn, err := r.ensureVirtualNode(ctx, fc, want, classes)
+		if err != nil {
+			set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualNodeFailed", err.Error())
+			return
+		}
+		if err := r.launchVirtualKubelet(ctx, fc, vn); err != nil {
+			set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualKubeletFailed", err.Error())
+			return
+		}
+	}
+	if err := r.retireVirtualNodes(ctx, fc, wants); err != nil {
+		set(ferryv1alpha1.ForeignClusterVirtualNodeReady, false, "VirtualNodeFailed", err.Error())
 	}
 }
 
@@ -254,16 +265,22 @@ func (r *PeerReconciler) reportVirtualNode(ctx context.Context, fc *ferryv1alpha
 	if fc.Spec.CredentialsSecretRef == nil {
 		return
 	}
-	var vn ferryv1alpha1.VirtualNode
-	key := types.NamespacedName{Namespace: fc.Spec.CredentialsSecretRef.Namespace, Name: VirtualNodeName(fc.Spec.ClusterID)}
-	if err := r.Get(ctx, key, &vn); err != nil {
+	var list ferryv1alpha1.VirtualNodeList
+	if err := r.List(ctx, &list, client.InNamespace(fc.Spec.CredentialsSecretRef.Namespace),
+		client.MatchingLabels{ferryv1alpha1.LabelClusterID: string(fc.Spec.ClusterID)}); err != nil {
+		return
+	}
+	var vns []ferryv1alpha1.VirtualNode
+	for _, vn := range list.Items {
+		if _, retiring := vn.Annotations[annotationRetiringSince]; !retiring {
+			vns = append(vns, vn)
+		}
+	}
+	if len(vns) == 0 {
 		return // not made yet, or made in this round: the next one reports it
 	}
-	cond := metav1.Condition{Type: ferryv1alpha1.ForeignClusterVirtualNodeReady, Status: metav1.ConditionFalse, Reason: "Starting",
-		Message: "the virtual kubelet has not reported yet", ObservedGeneration: fc.Generation}
-	if ready := meta.FindStatusCondition(vn.Status.Conditions, ferryv1alpha1.VirtualNodeNodeReady); ready != nil {
-		cond.Status, cond.Reason, cond.Message = ready.Status, ready.Reason, ready.Message
-	}
+	cond := metav1.Condition{Type: ferryv1alpha1.ForeignClusterVirtualNodeReady, ObservedGeneration: fc.Generation}
+	cond.Status, cond.Reason, cond.Message = virtualNodesCondition(vns)
 	if c := meta.FindStatusCondition(status.Conditions, ferryv1alpha1.ForeignClusterVirtualNodeReady); c != nil && c.Reason == "VirtualKubeletFailed" {
 		return // a launch failure this round says more
 	}
@@ -319,7 +336,7 @@ func (r *PeerReconciler) ensureResourceSlice(ctx context.Context, prov *Provider
 	if apierrors.IsNotFound(err) {
 		slice = ferryv1alpha1.ResourceSlice{
 			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{ferryv1alpha1.LabelOriginCluster: string(r.ClusterID)}},
-			Spec:       ferryv1alpha1.ResourceSliceSpec{ConsumerClusterID: r.ClusterID, Resources: fc.Spec.ResourceRequest},
+			Spec:       ferryv1alpha1.ResourceSliceSpec{ConsumerClusterID: r.ClusterID, Resources: fc.Spec.ResourceRequest, NodePools: fc.Spec.NodePools},
 		}
 		if err := prov.Client.Create(ctx, &slice); err != nil {
 			return nil, fmt.Errorf("ask for resources (create ResourceSlice %s): %w", key, err)
@@ -330,8 +347,9 @@ func (r *PeerReconciler) ensureResourceSlice(ctx context.Context, prov *Provider
 	if err != nil {
 		return nil, fmt.Errorf("read ResourceSlice %s: %w", key, err)
 	}
-	if !equality.Semantic.DeepEqual(slice.Spec.Resources, fc.Spec.ResourceRequest) {
+	if !equality.Semantic.DeepEqual(slice.Spec.Resources, fc.Spec.ResourceRequest) || !equality.Semantic.DeepEqual(slice.Spec.NodePools, fc.Spec.NodePools) {
 		slice.Spec.Resources = fc.Spec.ResourceRequest
+		slice.Spec.NodePools = fc.Spec.NodePools
 		if err := prov.Client.Update(ctx, &slice); err != nil {
 			return nil, fmt.Errorf("update ResourceSlice %s: %w", key, err)
 		}
@@ -341,16 +359,19 @@ func (r *PeerReconciler) ensureResourceSlice(ctx context.Context, prov *Provider
 
 // ensureVirtualNode makes the VirtualNode standing for the provider match the
 // grant. It lives beside the credentials Secret, which it references.
-func (r *PeerReconciler) ensureVirtualNode(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, slice *ferryv1alpha1.ResourceSlice, classes []ferryv1alpha1.VirtualNodeStorageClass) (*ferryv1alpha1.VirtualNode, error) {
-	vn := &ferryv1alpha1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Name: VirtualNodeName(fc.Spec.ClusterID), Namespace: fc.Spec.CredentialsSecretRef.Namespace}}
+func (r *PeerReconciler) ensureVirtualNode(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, want virtualNodeWant, classes []ferryv1alpha1.VirtualNodeStorageClass) (*ferryv1alpha1.VirtualNode, error) {
+	vn := &ferryv1alpha1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Name: want.name, Namespace: fc.Spec.CredentialsSecretRef.Namespace}}
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, vn, func() error {
 		vn.Labels = mergeLabels(vn.Labels, map[string]string{ferryv1alpha1.LabelClusterID: string(fc.Spec.ClusterID)})
 		vn.Spec.ClusterID = fc.Spec.ClusterID
-		vn.Spec.NodeName = VirtualNodeName(fc.Spec.ClusterID)
-		vn.Spec.Resources = slice.Status.Resources
-		vn.Spec.NodeShapes = slice.Status.NodeShapes
-		vn.Spec.Labels = slice.Status.Labels
+		vn.Spec.NodeName = want.name
+		vn.Spec.Pool = want.pool
+		vn.Spec.Resources = want.resources
+		vn.Spec.NodeShapes = want.shapes
+		vn.Spec.Labels = want.labels
 		vn.Spec.StorageClasses = classes
+		vn.Spec.Taints = withoutRetiringTaint(vn.Spec.Taints) // its pool came back
+		delete(vn.Annotations, annotationRetiringSince)
 		vn.Spec.KubeconfigSecretRef = corev1.LocalObjectReference{Name: fc.Spec.CredentialsSecretRef.Name}
 		return controllerutil.SetControllerReference(fc, vn, r.Scheme())
 	})
@@ -358,6 +379,28 @@ func (r *PeerReconciler) ensureVirtualNode(ctx context.Context, fc *ferryv1alpha
 		return nil, fmt.Errorf("ensure VirtualNode %s/%s: %w", vn.Namespace, vn.Name, err)
 	}
 	return vn, nil
+}
+
+// removeVirtualNode stops the virtual kubelet of a VirtualNode and removes
+// its identity, the VirtualNode and its Node (whose name it shares). The
+// pods still bound to the Node are left to the pod garbage collector.
+func (r *PeerReconciler) removeVirtualNode(ctx context.Context, vnKey types.NamespacedName) error {
+	if err := r.Launcher.Remove(ctx, vnKey); err != nil {
+		return fmt.Errorf("stop virtual kubelet of %s: %w", vnKey.Name, err)
+	}
+	if err := removeVirtualKubeletIdentity(ctx, r.Client, vnKey); err != nil {
+		return fmt.Errorf("remove the identity of the virtual kubelet of %s: %w", vnKey.Name, err)
+	}
+	r.mu.Lock()
+	delete(r.identities, vnKey)
+	r.mu.Unlock()
+	if err := r.Delete(ctx, &ferryv1alpha1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Name: vnKey.Name, Namespace: vnKey.Namespace}}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete VirtualNode %s: %w", vnKey, err)
+	}
+	if err := r.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: vnKey.Name}}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete virtual node %s: %w", vnKey.Name, err)
+	}
+	return nil
 }
 
 // maxVirtualNodeStorageClasses is VirtualNode spec.storageClasses' MaxItems.
@@ -435,21 +478,18 @@ func (r *PeerReconciler) unpeer(ctx context.Context, fc *ferryv1alpha1.ForeignCl
 	if fc.Spec.CredentialsSecretRef != nil {
 		ns = fc.Spec.CredentialsSecretRef.Namespace
 	}
-	vnKey := types.NamespacedName{Namespace: ns, Name: VirtualNodeName(fc.Spec.ClusterID)}
-	if err := r.Launcher.Remove(ctx, vnKey); err != nil {
-		return fmt.Errorf("stop virtual kubelet: %w", err)
+	names := map[string]bool{VirtualNodeName(fc.Spec.ClusterID): true}
+	var vns ferryv1alpha1.VirtualNodeList
+	if err := r.List(ctx, &vns, client.InNamespace(ns), client.MatchingLabels{ferryv1alpha1.LabelClusterID: string(fc.Spec.ClusterID)}); err != nil {
+		return fmt.Errorf("list the provider's VirtualNodes: %w", err)
 	}
-	if err := removeVirtualKubeletIdentity(ctx, r.Client, vnKey); err != nil {
-		return fmt.Errorf("remove the virtual kubelet's identity: %w", err)
+	for i := range vns.Items {
+		names[vns.Items[i].Name] = true
 	}
-	r.mu.Lock()
-	delete(r.identities, vnKey)
-	r.mu.Unlock()
-	if err := r.Delete(ctx, &ferryv1alpha1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Name: vnKey.Name, Namespace: vnKey.Namespace}}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete VirtualNode %s: %w", vnKey, err)
-	}
-	if err := r.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: VirtualNodeName(fc.Spec.ClusterID)}}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete virtual node: %w", err)
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if err := r.removeVirtualNode(ctx, types.NamespacedName{Namespace: ns, Name: name}); err != nil {
+			return err
+		}
 	}
 	if prov, err := r.providerClient(ctx, fc); err == nil {
 		slice := &ferryv1alpha1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: string(r.ClusterID), Namespace: prov.TenantNamespace}}

@@ -208,7 +208,7 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 		}
 		wg.Go(func() {
 			offloadErr <- offloading.Run(runCtx, offloading.Config{
-				Local: local, Provider: providerCfg, NodeName: node.Name, RemoteScope: scope,
+				Local: local, Provider: providerCfg, NodeName: node.Name, Pool: vn.Spec.Pool, RemoteScope: scope,
 				ConsumerClusterID: consumer, ProviderClusterID: vn.Spec.ClusterID,
 				Workers: opts.PodSyncWorkers, ClientQPS: opts.ClientQPS, ClientBurst: opts.ClientBurst,
 				ProviderReady:        r.providerReady.Load,

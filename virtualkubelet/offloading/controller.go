@@ -58,6 +58,9 @@ type Config struct {
 	RemoteScope remotescope.Scope
 	// NodeName is the virtual node whose pods are offloaded.
 	NodeName string
+	// Pool is the pool of the provider's nodes the virtual node stands for
+	// (its VirtualNode's spec.pool); nil: all of them.
+	Pool *ferryv1alpha1.VirtualNodePool
 	// ConsumerClusterID and ProviderClusterID identify the two clusters.
 	ConsumerClusterID, ProviderClusterID ferryv1alpha1.ClusterID
 	// Workers is how many pods are synced at once (default 16).
@@ -388,7 +391,7 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 			api = &APIServerAccess{Address: addr, Port: port}
 		}
 	}
-	want, err := ShadowPodFor(pod, c.cfg.ConsumerClusterID, t.name, c.cfg.ServiceAccountTokens, api)
+	want, err := ShadowPodInPool(pod, c.cfg.ConsumerClusterID, t.name, c.cfg.ServiceAccountTokens, api, c.cfg.Pool)
 	if err != nil {
 		return 0, err
 	}
@@ -535,7 +538,7 @@ func (c *controller) deleteOrphan(ctx context.Context, t *twinView, name string)
 	if t == nil {
 		return nil
 	}
-	if sp := t.shadowPod(name); sp != nil {
+	if sp := t.shadowPod(name); sp != nil && OwnShadowPod(sp, c.cfg.NodeName) {
 		klog.FromContext(ctx).V(1).Info("Removing shadow pod of a deleted pod", "twinNamespace", t.name, "name", name)
 		return c.deleteShadowPod(ctx, sp)
 	}

@@ -78,6 +78,15 @@ func Refuse(pod *corev1.Pod) *Refusal {
 // annotation is "false", the pod's containers reach this cluster's API
 // server instead of the provider's (see withConsumerAPIServer).
 func ShadowPodFor(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespace string, tokens bool, api *APIServerAccess) (*ferryv1alpha1.ShadowPod, error) {
+	return ShadowPodInPool(pod, consumer, twinNamespace, tokens, api, nil)
+}
+
+// ShadowPodInPool is ShadowPodFor for a virtual node standing for a pool of
+// the provider's nodes: the remote pod gets the pool's nodeSelector
+// <labelKey>=<value> (and only it: the pod's own node constraints chose the
+// virtual node, not a provider node), so it runs in its pool. Nil pool: no
+// nodeSelector.
+func ShadowPodInPool(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespace string, tokens bool, api *APIServerAccess, pool *ferryv1alpha1.VirtualNodePool) (*ferryv1alpha1.ShadowPod, error) {
 	template := ferryv1alpha1.ShadowPodTemplate{
 		Metadata: ferryv1alpha1.PodMetadata{Labels: withoutFerryKeys(pod.Labels), Annotations: withoutFerryKeys(pod.Annotations)},
 		Spec:     remoteSpec(&pod.Spec, tokens),
@@ -87,6 +96,9 @@ func ShadowPodFor(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespa
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, ferr)
 	}
 	template.Spec.RuntimeClassName = runtimeClass
+	if pool != nil {
+		template.Spec.NodeSelector = map[string]string{pool.LabelKey: pool.Value}
+	}
 	if api != nil && pod.Annotations[ferryv1alpha1.AnnotationConsumerAPIServer] != "false" {
 		withConsumerAPIServer(&template.Spec, *api)
 	}
@@ -153,12 +165,24 @@ func withConsumerAPIServer(spec *corev1.PodSpec, api APIServerAccess) {
 const AnnotationTemplateHash = "ferry.io/template-hash"
 
 func originLabels(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID) map[string]string {
-	return map[string]string{
+	labels := map[string]string{
 		ferryv1alpha1.LabelOriginCluster:   string(consumer),
 		ferryv1alpha1.LabelOriginNamespace: pod.Namespace,
 		ferryv1alpha1.LabelOriginName:      pod.Name,
 		ferryv1alpha1.LabelOriginUID:       string(pod.UID),
 	}
+	if n := pod.Spec.NodeName; n != "" && len(validation.IsValidLabelValue(n)) == 0 {
+		labels[ferryv1alpha1.LabelOriginNode] = n
+	}
+	return labels
+}
+
+// OwnShadowPod says whether the virtual kubelet of node handles sp: a
+// ShadowPod labelled with another virtual node of the same provider (one
+// pool's, when the provider is split into pools) is that one's.
+func OwnShadowPod(sp *ferryv1alpha1.ShadowPod, node string) bool {
+	origin, ok := sp.Labels[ferryv1alpha1.LabelOriginNode]
+	return !ok || origin == node
 }
 
 // withoutFerryKeys drops ferry's own labels or annotations, which are not

@@ -64,6 +64,7 @@ func TestShadowPodForStripsWhatOnlyTheConsumerMeans(t *testing.T) {
 	wantLabels := map[string]string{
 		ferryv1alpha1.LabelOriginCluster: "home", ferryv1alpha1.LabelOriginNamespace: "shop",
 		ferryv1alpha1.LabelOriginName: "web-1", ferryv1alpha1.LabelOriginUID: "uid-1",
+		ferryv1alpha1.LabelOriginNode: "ferry-provider",
 	}
 	if !equality.Semantic.DeepEqual(sp.Labels, wantLabels) {
 		t.Errorf("labels %v, want %v", sp.Labels, wantLabels)
@@ -255,5 +256,60 @@ func TestShadowPodForPointsPodsAtTheConsumerAPIServer(t *testing.T) {
 	unknown, _ := ShadowPodFor(boundPod(), "home", "shop-home", true, nil)
 	if unknown.Spec.Template.Spec.HostAliases != nil {
 		t.Errorf("no address known: hostAliases %v", unknown.Spec.Template.Spec.HostAliases)
+	}
+}
+
+func TestShadowPodInPoolSelectsThePoolAndNothingOfTheUsers(t *testing.T) {
+	pod := boundPod()
+	pod.Spec.NodeName = "ferry-provider-a100-0123abcd"
+	pod.Spec.NodeSelector = map[string]string{"gpu-model": "a100", "team": "ml"}
+	pool := &ferryv1alpha1.VirtualNodePool{LabelKey: "gpu-model", Value: "a100"}
+	sp, err := ShadowPodInPool(pod, "home", "shop-home", false, nil, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sp.Spec.Template.Spec
+	if want := map[string]string{"gpu-model": "a100"}; !equality.Semantic.DeepEqual(spec.NodeSelector, want) {
+		t.Errorf("nodeSelector = %v, want only the pool's %v", spec.NodeSelector, want)
+	}
+	if spec.NodeName != "" || (spec.Affinity != nil && spec.Affinity.NodeAffinity != nil) {
+		t.Errorf("the consumer's node constraints reached the provider: nodeName %q, affinity %+v", spec.NodeName, spec.Affinity)
+	}
+	if got := sp.Labels[ferryv1alpha1.LabelOriginNode]; got != pod.Spec.NodeName {
+		t.Errorf("origin-node label = %q, want %q", got, pod.Spec.NodeName)
+	}
+	plain, err := ShadowPodFor(pod, "home", "shop-home", false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Spec.Template.Spec.NodeSelector != nil {
+		t.Errorf("without a pool, nodeSelector = %v", plain.Spec.Template.Spec.NodeSelector)
+	}
+	if plain.Annotations[AnnotationTemplateHash] == sp.Annotations[AnnotationTemplateHash] {
+		t.Error("the pool's selector does not change the template hash")
+	}
+}
+
+func TestOwnShadowPodLeavesOtherPoolsShadowPodsAlone(t *testing.T) {
+	sp := func(labels map[string]string) *ferryv1alpha1.ShadowPod {
+		return &ferryv1alpha1.ShadowPod{ObjectMeta: metav1.ObjectMeta{Labels: labels}}
+	}
+	if !OwnShadowPod(sp(map[string]string{ferryv1alpha1.LabelOriginNode: "ferry-p-a"}), "ferry-p-a") {
+		t.Error("a node's own ShadowPod is not its own")
+	}
+	if OwnShadowPod(sp(map[string]string{ferryv1alpha1.LabelOriginNode: "ferry-p-b"}), "ferry-p-a") {
+		t.Error("another pool's ShadowPod counts as this node's: it would delete it as an orphan")
+	}
+	if !OwnShadowPod(sp(nil), "ferry-p") {
+		t.Error("a ShadowPod made before origin-node labels is not its provider's node's")
+	}
+	long := boundPod()
+	long.Spec.NodeName = "ferry-" + strings.Repeat("x", 63)
+	made, err := ShadowPodFor(long, "home", "shop-home", false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := made.Labels[ferryv1alpha1.LabelOriginNode]; ok {
+		t.Error("a node name too long for a label value was set as one")
 	}
 }

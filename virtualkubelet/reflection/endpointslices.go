@@ -55,7 +55,7 @@ func (endpointSliceTranslator) desired(env *Env, local client.Object, twinNamesp
 	meta.Labels[discoveryv1.LabelManagedBy] = endpointSliceManager
 	endpoints := make([]discoveryv1.Endpoint, 0, len(c.Endpoints))
 	for _, e := range c.Endpoints {
-		if env.NodeName != "" && e.NodeName != nil && *e.NodeName == env.NodeName {
+		if e.NodeName != nil && env.providerNode(*e.NodeName) {
 			continue
 		}
 		addresses := make([]string, 0, len(e.Addresses))

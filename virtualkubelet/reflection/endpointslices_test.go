@@ -207,3 +207,37 @@ func TestEndpointSliceTranslatorMerge(t *testing.T) {
 		t.Error("merge changed the remote object")
 	}
 }
+
+// TestEndpointSlicesOfAProvidersOtherPoolsAreNotReflected: with a provider
+// split into node pools, the endpoints on each of its virtual nodes are the
+// provider's own; the reflection of every pool's virtual kubelet writes the
+// same slice, so the pools' virtual kubelets never fight over it.
+func TestEndpointSlicesOfAProvidersOtherPoolsAreNotReflected(t *testing.T) {
+	local := localEndpointSlice()
+	local.Endpoints = append(local.Endpoints, discoveryv1.Endpoint{
+		Addresses: []string{"10.50.0.9"}, Conditions: discoveryv1.EndpointConditions{Ready: new(true)}, NodeName: new("ferry-provider-t4-1234abcd"),
+	})
+	pools := map[string]bool{"ferry-provider": true, "ferry-provider-t4-1234abcd": true}
+	var seen []*discoveryv1.EndpointSlice
+	for _, node := range []string{"ferry-provider", "ferry-provider-t4-1234abcd"} {
+		env := translatorEnv()
+		env.NodeName = node
+		env.ProviderNode = func(n string) bool { return pools[n] }
+		got, _, err := endpointSliceTranslator{}.desired(env, local, "shop-home")
+		if err != nil {
+			t.Fatal(err)
+		}
+		es := got.(*discoveryv1.EndpointSlice)
+		for _, e := range es.Endpoints {
+			for _, a := range e.Addresses {
+				if a == "10.50.0.9" || a == "10.50.0.7" {
+					t.Errorf("the reflection of %s reflects the provider's own endpoint %s", node, a)
+				}
+			}
+		}
+		seen = append(seen, es)
+	}
+	if !equality.Semantic.DeepEqual(seen[0].Endpoints, seen[1].Endpoints) {
+		t.Errorf("two pools' reflections want different slices:\n%+v\n%+v", seen[0].Endpoints, seen[1].Endpoints)
+	}
+}

@@ -35,6 +35,11 @@ type Env struct {
 	// NodeName is the virtual node this reflection serves: endpoints of pods
 	// running on it are the provider's own and are not reflected back.
 	NodeName string
+	// ProviderNode says whether a node is one of this cluster's virtual
+	// nodes standing for the same provider (one per node pool): the
+	// endpoints of pods on it are the provider's own too. Nil: only
+	// NodeName is.
+	ProviderNode func(name string) bool
 	// RemapIP translates a local pod IP into the address the provider
 	// reaches it at (the network fabric's), "" when it cannot reach it;
 	// identity when nil.
@@ -46,6 +51,14 @@ type Env struct {
 	// StorageClasses maps local StorageClass names to the provider's, the
 	// same way.
 	StorageClasses map[string]string
+}
+
+// providerNode says whether pods on node run in the provider.
+func (e *Env) providerNode(node string) bool {
+	if node == "" {
+		return false
+	}
+	return node == e.NodeName || (e.ProviderNode != nil && e.ProviderNode(node))
 }
 
 func (e *Env) remapIP(ip string) string {

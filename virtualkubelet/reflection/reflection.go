@@ -8,8 +8,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -134,6 +137,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return r
 	}
 	var tokens *tokenManager
+	var providerNodes cache.SharedIndexInformer
 	for _, kind := range AllKinds {
 		if opts.Workers[kind] == 0 {
 			logger.Info("Reflection disabled", "kind", kind)
@@ -163,6 +167,14 @@ func Run(ctx context.Context, cfg Config) error {
 		case EndpointSlices:
 			r := newReflector(kind, endpointSliceTranslator{}, localFactory.Discovery().V1().EndpointSlices().Informer())
 			r.ignoreRemote = notFerrysEndpointSlice
+			// The provider's other virtual nodes (its other node pools):
+			// their pods' endpoints are the provider's own too, and
+			// reflecting them would fight those nodes' reflections.
+			providerNodes = providerNodesInformer(local, cfg.ProviderClusterID, opts.ResyncPeriod)
+			env.ProviderNode = func(name string) bool {
+				_, ok, _ := providerNodes.GetStore().GetByKey(name)
+				return ok
+			}
 		case Ingresses:
 			newReflector(kind, ingressTranslator{}, localFactory.Networking().V1().Ingresses().Informer())
 		case PersistentVolumeClaims:
@@ -217,6 +229,10 @@ func Run(ctx context.Context, cfg Config) error {
 	defer podFactory.Shutdown()
 	wg.Go(func() { nsoInformer.RunWithContext(runCtx) })
 	synced := []cache.InformerSynced{nsoInformer.HasSynced}
+	if providerNodes != nil {
+		wg.Go(func() { providerNodes.RunWithContext(runCtx) })
+		synced = append(synced, providerNodes.HasSynced)
+	}
 	for _, r := range reflectors {
 		synced = append(synced, r.local.HasSynced)
 	}
@@ -290,4 +306,13 @@ func Run(ctx context.Context, cfg Config) error {
 	logger.Info("Reflecting", "provider", cfg.ProviderClusterID, "remoteScope", scope, "workers", opts.Workers)
 	<-runCtx.Done()
 	return nil
+}
+
+// providerNodesInformer watches this cluster's virtual nodes standing for
+// provider: one, or one per node pool.
+func providerNodesInformer(local kubernetes.Interface, provider ferryv1alpha1.ClusterID, resync time.Duration) cache.SharedIndexInformer {
+	selector := labels.SelectorFromSet(labels.Set{ferryv1alpha1.LabelClusterID: string(provider), ferryv1alpha1.LabelNodeType: ferryv1alpha1.NodeTypeVirtual}).String()
+	inf := coreinformers.NewFilteredNodeInformer(local, resync, cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = selector })
+	_ = inf.SetTransform(offloading.DropManagedFields)
+	return inf
 }

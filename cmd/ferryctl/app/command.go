@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
+	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/kubeconfig"
 	"github.com/ferry-io/ferry/version"
 )
@@ -82,7 +83,7 @@ func newPeerCommand() *cobra.Command {
 	var resources string
 	var lifetime time.Duration
 	var reissue bool
-	var providerURL string
+	var providerURL, poolLabel string
 	var discovered discoveredPeer
 	cmd := &cobra.Command{
 		Use:   "peer",
@@ -114,8 +115,16 @@ direction too: both ForeignClusters become ConsumerAndProvider.`,
 			if err := checkAPIServerURL(providerURL); err != nil {
 				return fmt.Errorf("--provider-api-server-url: %w", err)
 			}
-			opts := PeerOptions{Resources: req, Timeout: p.timeout, TokenLifetime: lifetime, ProviderAPIServerURL: providerURL}
+			if poolLabel != "" {
+				if err := ferryv1alpha1.ValidateNodePoolLabelKey("--node-pool-label", poolLabel); err != nil {
+					return err
+				}
+			}
+			opts := PeerOptions{Resources: req, Timeout: p.timeout, TokenLifetime: lifetime, ProviderAPIServerURL: providerURL, NodePoolLabel: poolLabel}
 			if reissue {
+				if poolLabel != "" {
+					return fmt.Errorf("--node-pool-label: not with --reissue-credential (the peering keeps its pools)")
+				}
 				if resources != "" {
 					return fmt.Errorf("--resources: not with --reissue-credential (the peering keeps its request)")
 				}
@@ -140,6 +149,7 @@ direction too: both ForeignClusters become ConsumerAndProvider.`,
 	cmd.Flags().DurationVar(&lifetime, "credential-lifetime", 30*24*time.Hour, "lifetime of the token issued to the consumer")
 	cmd.Flags().BoolVar(&reissue, "reissue-credential", false, "give an existing peering a new credential (after a revocation), replacing the consumer's")
 	cmd.Flags().StringVar(&providerURL, "provider-api-server-url", "", "the provider's API server as the consumer cluster's pods reach it (https://host:port), when it differs from --provider-kubeconfig's server (a NAT, proxy or private address between you and the clusters); the provider's serving certificate must be valid for it")
+	cmd.Flags().StringVar(&poolLabel, "node-pool-label", "", "split the provider's nodes into pools by this node label key (e.g. gpu-model or node.kubernetes.io/instance-type): one virtual node per value, sized from its own nodes and labelled KEY=VALUE; nodes without the label are not offered (default: one virtual node for the whole provider)")
 	discovered.bind(cmd)
 	return cmd
 }

@@ -77,6 +77,9 @@ type PeerOptions struct {
 	// when that differs from the address ferryctl uses; empty is the
 	// provider kubeconfig's server.
 	ProviderAPIServerURL string
+	// NodePoolLabel splits the provider's nodes into pools by this node
+	// label, one virtual node per pool; empty: one virtual node.
+	NodePoolLabel string
 }
 
 // providerURL is where the consumer cluster reaches the provider.
@@ -187,6 +190,9 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 		spec.APIServerURL = opts.providerURL(provider)
 		spec.CredentialsSecretRef = &ferryv1alpha1.SecretReference{Name: secret.Name, Namespace: secret.Namespace}
 		spec.ResourceRequest = opts.Resources
+		if opts.NodePoolLabel != "" {
+			spec.NodePools = &ferryv1alpha1.NodePools{LabelKey: opts.NodePoolLabel}
+		}
 	}
 	fcOnConsumer := &ferryv1alpha1.ForeignCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: string(provider.id)},
@@ -484,7 +490,7 @@ func dropProvider(ctx context.Context, consumer *cluster, fc *ferryv1alpha1.Fore
 		if err := consumer.c.Get(ctx, client.ObjectKeyFromObject(fc), fc); err != nil {
 			return err
 		}
-		fc.Spec.APIServerURL, fc.Spec.CredentialsSecretRef, fc.Spec.ResourceRequest, fc.Spec.StorageClassMap = "", nil, nil, nil
+		fc.Spec.APIServerURL, fc.Spec.CredentialsSecretRef, fc.Spec.ResourceRequest, fc.Spec.StorageClassMap, fc.Spec.NodePools = "", nil, nil, nil, nil
 		return consumer.c.Update(ctx, fc)
 	})
 }

@@ -96,12 +96,26 @@ func peerRow(fc *ferryv1alpha1.ForeignCluster, src peerSources, now time.Time) [
 		if c := meta.FindStatusCondition(fc.Status.Conditions, ferryv1alpha1.ForeignClusterResourcesGranted); c != nil && c.Status != metav1.ConditionTrue {
 			node = "none (" + c.Reason + ")"
 		}
-		if vn := virtualNodeOf(src.VirtualNodes, id); vn != nil {
-			node = vn.Node() + " " + virtualNodeReadiness(vn)
-			used := podsUsage(src.PodsByNode[vn.Node()])
-			outCPU = usedOf(used, vn.Spec.Resources, corev1.ResourceCPU)
-			outMem = usedOf(used, vn.Spec.Resources, corev1.ResourceMemory)
-			outPods = usedOf(used, vn.Spec.Resources, corev1.ResourcePods)
+		if vns := virtualNodesOf(src.VirtualNodes, id); len(vns) > 0 {
+			used, granted := corev1.ResourceList{}, corev1.ResourceList{}
+			ready := 0
+			for _, vn := range vns {
+				addTo(used, podsUsage(src.PodsByNode[vn.Node()]))
+				addTo(granted, vn.Spec.Resources)
+				if virtualNodeReadiness(vn) == "Ready" {
+					ready++
+				}
+			}
+			node = vns[0].Node() + " " + virtualNodeReadiness(vns[0])
+			for _, vn := range vns {
+				if vn.Spec.Pool != nil {
+					node = fmt.Sprintf("%d virtual nodes (node pools by %s), %d Ready", len(vns), vn.Spec.Pool.LabelKey, ready)
+					break
+				}
+			}
+			outCPU = usedOf(used, granted, corev1.ResourceCPU)
+			outMem = usedOf(used, granted, corev1.ResourceMemory)
+			outPods = usedOf(used, granted, corev1.ResourcePods)
 		}
 		outNamespaces = namesOrDash(offloadedNamespaces(src.Offloadings, id))
 		storage = claimsAt(src.Volumes, id)
@@ -153,13 +167,16 @@ func conditionText(c *metav1.Condition) string {
 	return "NotReady (" + c.Reason + ")"
 }
 
-func virtualNodeOf(vns []ferryv1alpha1.VirtualNode, id ferryv1alpha1.ClusterID) *ferryv1alpha1.VirtualNode {
+// virtualNodesOf are the virtual nodes standing for provider id: one, or
+// one per node pool (all with spec.pool set).
+func virtualNodesOf(vns []ferryv1alpha1.VirtualNode, id ferryv1alpha1.ClusterID) []*ferryv1alpha1.VirtualNode {
+	var out []*ferryv1alpha1.VirtualNode
 	for i := range vns {
 		if vns[i].Spec.ClusterID == id {
-			return &vns[i]
+			out = append(out, &vns[i])
 		}
 	}
-	return nil
+	return out
 }
 
 func virtualNodeReadiness(vn *ferryv1alpha1.VirtualNode) string {

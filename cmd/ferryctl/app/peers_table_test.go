@@ -134,3 +134,37 @@ func TestQuantityTextRoundsOddByteCountsToMi(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusSumsAProvidersNodePools: a provider split into node pools is one
+// row, its virtual nodes counted and their grants and pods summed.
+func TestStatusSumsAProvidersNodePools(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	fc := ferryv1alpha1.ForeignCluster{ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
+		Spec: ferryv1alpha1.ForeignClusterSpec{ClusterID: "gpu", Role: ferryv1alpha1.RoleProvider, NodePools: &ferryv1alpha1.NodePools{LabelKey: "gpu-model"}}}
+	vn := func(name, value, cpu string, ready bool) ferryv1alpha1.VirtualNode {
+		s := metav1.ConditionFalse
+		if ready {
+			s = metav1.ConditionTrue
+		}
+		return ferryv1alpha1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: ferryv1alpha1.VirtualNodeSpec{ClusterID: "gpu", Pool: &ferryv1alpha1.VirtualNodePool{LabelKey: "gpu-model", Value: value},
+				Resources: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}},
+			Status: ferryv1alpha1.VirtualNodeStatus{Conditions: []metav1.Condition{{Type: ferryv1alpha1.VirtualNodeNodeReady, Status: s}}}}
+	}
+	pod := func(cpu string) corev1.Pod {
+		return corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}}
+	}
+	src := peerSources{
+		ForeignClusters: []ferryv1alpha1.ForeignCluster{fc},
+		VirtualNodes:    []ferryv1alpha1.VirtualNode{vn("ferry-gpu-a100-1", "a100", "8", true), vn("ferry-gpu-t4-2", "t4", "2", false)},
+		PodsByNode:      map[string][]corev1.Pod{"ferry-gpu-a100-1": {pod("1")}, "ferry-gpu-t4-2": {pod("500m")}},
+	}
+	row := peerRow(&fc, src, now)
+	if row[3] != "2 virtual nodes (node pools by gpu-model), 1 Ready" {
+		t.Errorf("virtual node column = %q", row[3])
+	}
+	if row[4] != "1500m/10" {
+		t.Errorf("out cpu = %q, want both pools' pods over both grants, 1500m/10", row[4])
+	}
+}
