@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -73,6 +74,15 @@ func ShadowPodFor(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinNamespa
 	template := ferryv1alpha1.ShadowPodTemplate{
 		Metadata: ferryv1alpha1.PodMetadata{Labels: withoutFerryKeys(pod.Labels), Annotations: withoutFerryKeys(pod.Annotations)},
 		Spec:     remoteSpec(&pod.Spec, tokens),
+	}
+	if cost, ok := pod.Annotations[placement.AnnotationPodDeletionCost]; ok && pod.Annotations[placement.AnnotationDeletionCostSet] == cost {
+		// The scale-down order ferry gave the local pod (with its status
+		// write): the remote copy has no ReplicaSet to order, and carrying
+		// it would change the template, a ShadowPod update per pod.
+		delete(template.Metadata.Annotations, placement.AnnotationPodDeletionCost)
+		if len(template.Metadata.Annotations) == 0 {
+			template.Metadata.Annotations = nil
+		}
 	}
 	if api != nil && pod.Annotations[ferryv1alpha1.AnnotationConsumerAPIServer] != "false" {
 		withConsumerAPIServer(&template.Spec, *api)
