@@ -23,8 +23,8 @@ import (
 	"github.com/ferry-io/ferry/test/testbed"
 )
 
-// The placement preference specs: a consumer whose two kwok nodes hold 4
-// pods of 500m between them, one provider whose one 2-CPU node gives a
+// The placement preference specs: a consumer whose two kwok nodes hold 8
+// pods of 500m between them (4 each), one provider whose one 2-CPU node gives a
 // virtual node of 1.8 CPU (90% shared: 3 such pods), ferry's pod webhook,
 // ferry-scheduler in-process and the consumer's own kube-scheduler, ferry's
 // controller managers and virtual kubelet in-process, and the consumer's
@@ -77,7 +77,7 @@ var _ = Describe("Placement preference", Label("placement", "preference"), Order
 		Eventually(func(g Gomega) {
 			var p int
 			local, remote, p = counts(ctx, g, ns, twin, app)
-			g.Expect(local+remote).To(Equal(replicas))
+			g.Expect(local + remote).To(Equal(replicas))
 			g.Expect(p).To(Equal(remote))
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 		return local, remote
@@ -139,7 +139,7 @@ var _ = Describe("Placement preference", Label("placement", "preference"), Order
 	BeforeAll(func(ctx context.Context) {
 		clusters := framework.StartClusters(ctx,
 			testbed.Options{Name: "consumer", ControllerManager: true, Scheduler: true, Kwok: true,
-				Nodes: []testbed.NodePool{{Name: "local", Count: 2, CPU: "1", Memory: "8Gi"}}},
+				Nodes: []testbed.NodePool{{Name: "local", Count: 2, CPU: "2", Memory: "8Gi"}}},
 			testbed.Options{Name: "provider", ControllerManager: true, Scheduler: true, Kwok: true,
 				Nodes: []testbed.NodePool{{Name: "worker", Count: 1, CPU: "2", Memory: "8Gi"}}},
 		)
@@ -169,18 +169,22 @@ var _ = Describe("Placement preference", Label("placement", "preference"), Order
 	It("LocalFirst under ferry-scheduler: fills the real nodes, bursts the rest to the provider, and scales the provider's pods down first", func(ctx context.Context) {
 		ns, twin := offload(ctx, "local-first", "--placement-preference", "LocalFirst", "--scheduler-name", ferrySchedulerName)
 		start := time.Now()
-		run(ctx, ns, twin, "burst", 6)
-		expectCounts(ctx, ns, twin, "burst", 4, 2)
-		AddReportEntry("LocalFirst, ferry-scheduler: 6 pods placed (4 local, 2 remote)", time.Since(start).Round(100*time.Millisecond).String())
+		// Without a preference the default scorers spread the pods (7
+		// local, 3 remote): LocalFirst is ClusterPreference's doing.
+		run(ctx, ns, twin, "burst", 10)
+		expectCounts(ctx, ns, twin, "burst", 8, 2)
+		AddReportEntry("LocalFirst, ferry-scheduler: 10 pods placed (8 local, 2 remote)", time.Since(start).Round(100*time.Millisecond).String())
 		expectCosts(ctx, ns, "burst", "-100")
 
-		By("scaling down to 4: the provider's pods go")
-		scale(ctx, ns, "burst", 4)
-		expectCounts(ctx, ns, twin, "burst", 4, 0)
+		By("scaling down to 8: the provider's pods go")
+		scale(ctx, ns, "burst", 8)
+		expectCounts(ctx, ns, twin, "burst", 8, 0)
 	})
 
 	It("RemoteFirst under ferry-scheduler: fills the provider, runs the rest locally, and scales the local pods down first", func(ctx context.Context) {
 		ns, twin := offload(ctx, "remote-first", "--placement-preference", "RemoteFirst", "--scheduler-name", ferrySchedulerName)
+		// Without a preference the default scorers spread the pods (at
+		// most 2 remote).
 		run(ctx, ns, twin, "steady", 5)
 		expectCounts(ctx, ns, twin, "steady", 2, 3)
 		expectCosts(ctx, ns, "steady", "100")
@@ -192,13 +196,13 @@ var _ = Describe("Placement preference", Label("placement", "preference"), Order
 
 	It("LocalFirst under the default scheduler: a preferred node affinity, and the provider's pods still go first on scale-down", func(ctx context.Context) {
 		ns, twin := offload(ctx, "local-first-default", "--placement-preference", "LocalFirst")
-		run(ctx, ns, twin, "burst", 6)
-		local, remote := settled(ctx, ns, twin, "burst", 6)
-		AddReportEntry("LocalFirst, kube-scheduler (default profile): 6 pods placed", fmt.Sprintf("%d local, %d remote", local, remote))
-		// What kube-scheduler guarantees: the real nodes' capacity (4 pods)
+		run(ctx, ns, twin, "burst", 10)
+		local, remote := settled(ctx, ns, twin, "burst", 10)
+		AddReportEntry("LocalFirst, kube-scheduler (default profile): 10 pods placed", fmt.Sprintf("%d local, %d remote", local, remote))
+		// What kube-scheduler guarantees: the real nodes' capacity (8 pods)
 		// bounds the local count; the preferred term (NodeAffinity, weight
 		// 2 × 100) only leans toward them.
-		Expect(local).To(BeNumerically("<=", 4))
+		Expect(local).To(BeNumerically("<=", 8))
 		var pods corev1.PodList
 		Expect(consumer.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": "burst"})).To(Succeed())
 		for _, p := range pods.Items {
@@ -208,7 +212,7 @@ var _ = Describe("Placement preference", Label("placement", "preference"), Order
 		expectCosts(ctx, ns, "burst", "-100")
 
 		By("scaling down by 2: two of the provider's pods go, whichever scheduler placed them")
-		scale(ctx, ns, "burst", 4)
+		scale(ctx, ns, "burst", 8)
 		expectCounts(ctx, ns, twin, "burst", local, remote-2)
 	})
 })
