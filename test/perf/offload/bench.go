@@ -33,6 +33,10 @@ type Options struct {
 	Claims bool
 	// Replicas is each StatefulSet's size when Claims is set.
 	Replicas int
+	// PlacementPreference, when LocalFirst or RemoteFirst, offloads the
+	// namespace LocalAndRemote with it (pods still select the virtual
+	// node), so the cost of the pods' pod-deletion-cost shows.
+	PlacementPreference ferryv1alpha1.PlacementPreference
 }
 
 func (o Options) validate() error {
@@ -134,7 +138,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 
 	say("offloading namespace %s", benchNamespace)
-	twin, err := offloadNamespace(ctx, consumer, benchNamespace)
+	twin, err := offloadNamespace(ctx, consumer, benchNamespace, opts.PlacementPreference)
 	if err != nil {
 		return err
 	}
