@@ -77,6 +77,11 @@ func (pl *Plugin) Name() string { return Name }
 // strategy narrowed to Local or Remote by the pod's annotation) are skipped,
 // so Score is never called for them.
 func (pl *Plugin) PreScore(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	if !pl.policies.HasSynced() {
+		// Scored without the preference, the pod could land on the wrong
+		// side for good: retry it once every NamespaceOffloading is known.
+		return fwk.AsStatus(errors.New("ClusterPreference: NamespaceOffloadings not synced yet"))
+	}
 	policy := pl.policies.Get(pod.Namespace)
 	if policy == nil || policy.Preference == "" || policy.Preference == ferryv1alpha1.PlacementPreferenceNone {
 		return fwk.NewStatus(fwk.Skip)
