@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/test/testbed"
@@ -255,6 +258,17 @@ func (b *bench) runShape(ctx context.Context, shape Shape) (Result, error) {
 	offloadCPU := cpuAfter.since(cpuBefore)
 	offloaded.report(say)
 	say("offload-%s run CPU per pod: %.2f ms, by process (ms): %s", shape.Name, offloadCPU.total()*1000/pods, offloadCPU.perPod(shape.Pods))
+	if p := opts.PlacementPreference; p != "" && p != ferryv1alpha1.PlacementPreferenceNone {
+		var list corev1.PodList
+		if err := b.consumer.Client.List(ctx, &list, client.InNamespace(benchNamespace)); err != nil {
+			return res, fmt.Errorf("list pods of %s: %w", benchNamespace, err)
+		}
+		costs := map[string]int{}
+		for _, pod := range list.Items {
+			costs[pod.Annotations[placement.AnnotationPodDeletionCost]]++
+		}
+		say("offload-%s pods by %s (placement preference %s; \"\" = none): %v", shape.Name, placement.AnnotationPodDeletionCost, p, costs)
+	}
 	if opts.Claims {
 		n, err := checkClaimsInProvider(ctx, b.consumer, b.provider, benchNamespace, b.twin)
 		if err != nil {
