@@ -178,7 +178,7 @@ bench-reflection: testbed ## Reflection of 1000 ConfigMaps, 1000 Secrets, 200 Se
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkReflection$$' -benchtime 1x -timeout 30m ./test/perf/reflection/
 
 .PHONY: bench-scheduler
-bench-scheduler: testbed ## scheduler_perf, 5000 nodes / 10000 pods: ferry profile vs. default, ferry placement vs. NodeAffinity (SCHED_PERF_COUNT=1: ~8 min); ends with RESULT lines.
+bench-scheduler: testbed ## scheduler_perf, 5000 nodes / 10000 pods: ferry profile vs. default, ferry placement vs. NodeAffinity, LocalFirst vs. its preferred NodeAffinity (SCHED_PERF_COUNT=1: ~8 min, and ~6 min for the LocalFirst pair); ends with RESULT lines.
 	mkdir -p $(SCHED_PERF_DIR)
 	ARTIFACTS=$(SCHED_PERF_DIR) $(GO) test -count=$(SCHED_PERF_COUNT) -run '^$$' -bench '^BenchmarkPerfScheduling$$' -benchtime 1x -timeout 90m ./test/perf/scheduler/ \
 	  -args -perf-scheduling-label-filter=$(SCHED_PERF_LABELS) -data-items-dir=$(SCHED_PERF_DIR)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -111,7 +112,8 @@ func (m *PodMutator) Handle(ctx context.Context, req admission.Request) admissio
 		return admission.Denied(ferr.Error())
 	}
 	mutated := pod.DeepCopy()
-	Apply(mutated, Policy{Strategy: strategy, ClusterSelector: nso.Spec.ClusterSelector, SchedulerName: nso.Spec.SchedulerName})
+	Apply(mutated, Policy{Strategy: strategy, ClusterSelector: nso.Spec.ClusterSelector, SchedulerName: nso.Spec.SchedulerName,
+		Preference: placement.Preference(strategy, nso.Spec.PlacementPreference)})
 	return admission.Patched("", patchOps(pod, mutated)...).WithWarnings(sameStrategyWarnings(req.Namespace, nso.Spec.PodOffloadingStrategy, pod.Annotations)...)
 }
 
@@ -166,6 +168,11 @@ type Policy struct {
 	// SchedulerName is given to pods that may run remotely and ask for no
 	// scheduler of their own; empty leaves schedulerName alone.
 	SchedulerName string
+	// Preference, LocalFirst or RemoteFirst, gives a pod left to the
+	// default scheduler a preferred node affinity term toward that side
+	// (placement.PreferredNodeTerm); ferry-scheduler's ClusterPreference
+	// plugin reads the namespace's preference itself.
+	Preference ferryv1alpha1.PlacementPreference
 }
 
 // Apply places pod by policy (idempotent: applying it again changes
@@ -193,6 +200,12 @@ func Apply(pod *corev1.Pod, policy Policy) {
 	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || !equality.Semantic.DeepEqual(merged, na.RequiredDuringSchedulingIgnoredDuringExecution) {
 		na.RequiredDuringSchedulingIgnoredDuringExecution = merged
 		did = append(did, "nodeAffinity")
+	}
+	if term := placement.PreferredNodeTerm(policy.Preference); term != nil &&
+		(pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == corev1.DefaultSchedulerName) &&
+		!slices.ContainsFunc(na.PreferredDuringSchedulingIgnoredDuringExecution, func(t corev1.PreferredSchedulingTerm) bool { return equality.Semantic.DeepEqual(t, *term) }) {
+		na.PreferredDuringSchedulingIgnoredDuringExecution = append(na.PreferredDuringSchedulingIgnoredDuringExecution, *term)
+		did = append(did, "preferredNodeAffinity")
 	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}

@@ -195,3 +195,49 @@ func TestPatchOpsReproduceApply(t *testing.T) {
 		}
 	}
 }
+
+func TestApplyPreferredAffinity(t *testing.T) {
+	real, virtual := testNodes[0], testNodes[len(testNodes)-1]
+	if placement.IsVirtualNode(real) || !placement.IsVirtualNode(virtual) {
+		t.Fatalf("test nodes changed: %s, %s", real.Name, virtual.Name)
+	}
+	for _, tc := range []struct {
+		name      string
+		scheduler string
+		policy    Policy
+		prefers   string // the node the preferred term matches; "" for no term
+	}{
+		{"LocalFirst, default scheduler", "", Policy{Strategy: ferryv1alpha1.PodOffloadingLocalAndRemote, Preference: ferryv1alpha1.PlacementPreferenceLocalFirst}, real.Name},
+		{"RemoteFirst, default-scheduler named", corev1.DefaultSchedulerName, Policy{Strategy: ferryv1alpha1.PodOffloadingLocalAndRemote, Preference: ferryv1alpha1.PlacementPreferenceRemoteFirst}, virtual.Name},
+		{"LocalFirst, namespace gives ferry-scheduler", "", Policy{Strategy: ferryv1alpha1.PodOffloadingLocalAndRemote, Preference: ferryv1alpha1.PlacementPreferenceLocalFirst, SchedulerName: "ferry-scheduler"}, ""},
+		{"LocalFirst, pod names ferry-scheduler", "ferry-scheduler", Policy{Strategy: ferryv1alpha1.PodOffloadingLocalAndRemote, Preference: ferryv1alpha1.PlacementPreferenceLocalFirst}, ""},
+		{"None", "", Policy{Strategy: ferryv1alpha1.PodOffloadingLocalAndRemote, Preference: ferryv1alpha1.PlacementPreferenceNone}, ""},
+	} {
+		pod := &corev1.Pod{Spec: corev1.PodSpec{SchedulerName: tc.scheduler}}
+		Apply(pod, tc.policy)
+		terms := pod.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+		switch {
+		case tc.prefers == "" && len(terms) != 0:
+			t.Errorf("%s: got preferred terms %v", tc.name, terms)
+		case tc.prefers != "":
+			if len(terms) != 1 || terms[0].Weight != 100 {
+				t.Errorf("%s: preferred terms %v, want one of weight 100", tc.name, terms)
+				continue
+			}
+			for _, n := range []*corev1.Node{real, virtual} {
+				sel := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{terms[0].Preference}}
+				if got := matches(t, sel, n); got != (n.Name == tc.prefers) {
+					t.Errorf("%s: term matches %s: %v", tc.name, n.Name, got)
+				}
+			}
+			if !strings.Contains(pod.Annotations[AnnotationAppliedPolicy], "preferredNodeAffinity") {
+				t.Errorf("%s: recorded %q", tc.name, pod.Annotations[AnnotationAppliedPolicy])
+			}
+			before, _ := json.Marshal(pod)
+			Apply(pod, tc.policy)
+			if after, _ := json.Marshal(pod); string(before) != string(after) {
+				t.Errorf("%s: applying twice changed the pod:\n%s\n%s", tc.name, before, after)
+			}
+		}
+	}
+}

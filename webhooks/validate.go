@@ -19,7 +19,7 @@ import (
 // ferryOwnedAnnotations are the ferry.io/ annotations ferry writes itself,
 // per kind; users' values there are overwritten, not validated.
 var ferryOwnedAnnotations = map[string][]string{
-	"Pod":                   {AnnotationAppliedPolicy},
+	"Pod":                   {AnnotationAppliedPolicy, placement.AnnotationDeletionCostSet},
 	"PersistentVolumeClaim": {ferryv1alpha1.AnnotationRequestedStorageClass},
 }
 

@@ -64,6 +64,7 @@ const (
 // twin namespaces are named.
 // +kubebuilder:validation:XValidation:rule="self.namespaceMappingStrategy != 'SelectedName' || has(self.remoteNamespaceName)",message="remoteNamespaceName is required when namespaceMappingStrategy is SelectedName",fieldPath=`.remoteNamespaceName`
 // +kubebuilder:validation:XValidation:rule="!has(self.remoteNamespaceName) || self.namespaceMappingStrategy == 'SelectedName'",message="remoteNamespaceName may only be set when namespaceMappingStrategy is SelectedName",fieldPath=`.remoteNamespaceName`
+// +kubebuilder:validation:XValidation:rule="!has(self.placementPreference) || self.placementPreference == 'None' || !has(self.podOffloadingStrategy) || self.podOffloadingStrategy == 'LocalAndRemote'",message="placementPreference LocalFirst or RemoteFirst needs podOffloadingStrategy LocalAndRemote",fieldPath=`.placementPreference`
 type NamespaceOffloadingSpec struct {
 	// NamespaceMappingStrategy: DefaultName, EnforceSameName or SelectedName.
 	// +kubebuilder:default=DefaultName
@@ -95,6 +96,11 @@ type NamespaceOffloadingSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	SchedulerName string `json:"schedulerName,omitempty"`
+
+	// PlacementPreference, with LocalAndRemote: None, LocalFirst or RemoteFirst.
+	// +kubebuilder:default=None
+	// +optional
+	PlacementPreference PlacementPreference `json:"placementPreference,omitempty"`
 }
 
 // ClusterOffloadingStatus is the twin namespace in one provider.
@@ -143,6 +149,7 @@ type NamespaceOffloadingStatus struct {
 // +kubebuilder:resource:shortName=nsoff,categories=ferry
 // +kubebuilder:validation:XValidation:rule="self.metadata.name == 'offloading'",message="metadata.name must be 'offloading': one NamespaceOffloading per namespace"
 // +kubebuilder:printcolumn:name="Pods",type=string,JSONPath=`.spec.podOffloadingStrategy`
+// +kubebuilder:printcolumn:name="Preference",type=string,JSONPath=`.spec.placementPreference`
 // +kubebuilder:printcolumn:name="Mapping",type=string,JSONPath=`.spec.namespaceMappingStrategy`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -74,11 +74,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if h.KubeConfig() == nil {
 		return nil, errors.New("ClusterSelector: the scheduler has no kubeconfig to watch NamespaceOffloadings with")
 	}
-	client, err := dynamic.NewForConfig(h.KubeConfig())
-	if err != nil {
-		return nil, fmt.Errorf("ClusterSelector: %w", err)
-	}
-	policies, err := NewPolicies(ctx, client)
+	policies, err := SharedPolicies(ctx, h.SharedInformerFactory(), func() (dynamic.Interface, error) { return dynamic.NewForConfig(h.KubeConfig()) })
 	if err != nil {
 		return nil, fmt.Errorf("ClusterSelector: %w", err)
 	}

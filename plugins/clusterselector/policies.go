@@ -26,6 +26,9 @@ var namespaceOffloadings = schema.GroupVersionResource{Group: ferryv1alpha1.Grou
 // its NamespaceOffloading.
 type Policy struct {
 	Strategy ferryv1alpha1.PodOffloadingStrategy
+	// Preference is the namespace's placement preference (None unless
+	// the strategy is LocalAndRemote: placement.Preference).
+	Preference ferryv1alpha1.PlacementPreference
 	// Selector picks the providers; nil when SelectorErr is set.
 	Selector    *placement.ClusterSelector
 	SelectorErr error
@@ -58,6 +61,40 @@ func NewPolicies(ctx context.Context, client dynamic.Interface) (*Policies, erro
 		return nil, fmt.Errorf("watch NamespaceOffloadings: %w", err)
 	}
 	go p.informer.RunWithContext(ctx)
+	return p, nil
+}
+
+var (
+	sharedMu sync.Mutex
+	shared   = map[any]*Policies{}
+)
+
+// SharedPolicies is NewPolicies once per owner: ferry's plugins of one
+// scheduler (owner: its informer factory, which all its profiles share)
+// read NamespaceOffloadings from one watch. The first caller's ctx bounds
+// the watch's life.
+func SharedPolicies(ctx context.Context, owner any, newClient func() (dynamic.Interface, error)) (*Policies, error) {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if p, ok := shared[owner]; ok {
+		return p, nil
+	}
+	client, err := newClient()
+	if err != nil {
+		return nil, err
+	}
+	p, err := NewPolicies(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	shared[owner] = p
+	context.AfterFunc(ctx, func() {
+		sharedMu.Lock()
+		defer sharedMu.Unlock()
+		if shared[owner] == p {
+			delete(shared, owner)
+		}
+	})
 	return p, nil
 }
 
@@ -155,5 +192,5 @@ func Compile(nso *ferryv1alpha1.NamespaceOffloading) *Policy {
 		strategy = ferryv1alpha1.PodOffloadingLocalAndRemote
 	}
 	sel, err := placement.NewClusterSelector(nso.Spec.ClusterSelector)
-	return &Policy{Strategy: strategy, Selector: sel, SelectorErr: err}
+	return &Policy{Strategy: strategy, Preference: placement.Preference(strategy, nso.Spec.PlacementPreference), Selector: sel, SelectorErr: err}
 }

@@ -6,6 +6,7 @@ package registry
 import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/ferry-io/ferry/plugins/clusterpreference"
 	"github.com/ferry-io/ferry/plugins/clusterselector"
 	"github.com/ferry-io/ferry/plugins/datagravity"
 	"github.com/ferry-io/ferry/plugins/remotefit"
@@ -14,8 +15,9 @@ import (
 // Registry returns ferry's plugins by name.
 func Registry() frameworkruntime.Registry {
 	return frameworkruntime.Registry{
-		clusterselector.Name: clusterselector.New,
-		remotefit.Name:       remotefit.New,
-		datagravity.Name:     datagravity.New,
+		clusterselector.Name:   clusterselector.New,
+		remotefit.Name:         remotefit.New,
+		datagravity.Name:       datagravity.New,
+		clusterpreference.Name: clusterpreference.New,
 	}
 }

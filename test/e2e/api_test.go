@@ -190,6 +190,18 @@ var _ = Describe("ferry's API", Label("api"), Ordered, func() {
 				o.(*ferryv1alpha1.NamespaceOffloading).Spec.NamespaceMappingStrategy = ferryv1alpha1.NamespaceMappingSelectedName
 			},
 			"spec.remoteNamespaceName", "remoteNamespaceName is required when namespaceMappingStrategy is SelectedName"),
+		Entry("NamespaceOffloading: a placement preference without LocalAndRemote", "NamespaceOffloading",
+			func(o client.Object) {
+				no := o.(*ferryv1alpha1.NamespaceOffloading)
+				no.Spec.PodOffloadingStrategy = ferryv1alpha1.PodOffloadingRemote
+				no.Spec.PlacementPreference = ferryv1alpha1.PlacementPreferenceLocalFirst
+			},
+			"spec.placementPreference", "placementPreference LocalFirst or RemoteFirst needs podOffloadingStrategy LocalAndRemote"),
+		Entry("NamespaceOffloading: unknown placement preference", "NamespaceOffloading",
+			func(o client.Object) {
+				o.(*ferryv1alpha1.NamespaceOffloading).Spec.PlacementPreference = "Anywhere"
+			},
+			"spec.placementPreference", `supported values: "None", "LocalFirst", "RemoteFirst"`),
 		Entry("NamespaceOffloading: remote name with another strategy", "NamespaceOffloading",
 			func(o client.Object) { o.(*ferryv1alpha1.NamespaceOffloading).Spec.RemoteNamespaceName = "elsewhere" },
 			"spec.remoteNamespaceName", "remoteNamespaceName may only be set when namespaceMappingStrategy is SelectedName"),

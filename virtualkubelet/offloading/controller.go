@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
@@ -473,12 +474,22 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 
 // writeStatus writes status on the local pod when it differs, and reports
 // whether it wrote. A conflict is left to the informer's next event.
+//
+// The same write carries the pod-deletion-cost of the namespace's placement
+// preference (placement.WithDeletionCost): the pods/status subresource keeps
+// the metadata's annotations a request changes, so the scale-down order of
+// offloaded pods costs no write of its own, except when the preference
+// changes under running pods.
 func (c *controller) writeStatus(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus) bool {
-	if equality.Semantic.DeepEqual(pod.Status, status) {
+	annotations, costChanged := placement.WithDeletionCost(pod.Annotations, c.twins.preference(pod))
+	if !costChanged && equality.Semantic.DeepEqual(pod.Status, status) {
 		return false
 	}
 	updated := pod.DeepCopy()
 	updated.Status = status
+	if costChanged {
+		updated.Annotations = annotations
+	}
 	_, err := c.local.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 	switch {
 	case err == nil:

@@ -99,6 +99,15 @@ func ShadowPodInPool(pod *corev1.Pod, consumer ferryv1alpha1.ClusterID, twinName
 	if pool != nil {
 		template.Spec.NodeSelector = map[string]string{pool.LabelKey: pool.Value}
 	}
+	if cost, ok := pod.Annotations[placement.AnnotationPodDeletionCost]; ok && pod.Annotations[placement.AnnotationDeletionCostSet] == cost {
+		// The scale-down order ferry gave the local pod (with its status
+		// write): the remote copy has no ReplicaSet to order, and carrying
+		// it would change the template, a ShadowPod update per pod.
+		delete(template.Metadata.Annotations, placement.AnnotationPodDeletionCost)
+		if len(template.Metadata.Annotations) == 0 {
+			template.Metadata.Annotations = nil
+		}
+	}
 	if api != nil && pod.Annotations[ferryv1alpha1.AnnotationConsumerAPIServer] != "false" {
 		withConsumerAPIServer(&template.Spec, *api)
 	}

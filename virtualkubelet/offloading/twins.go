@@ -3,6 +3,7 @@ package offloading
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -107,6 +109,35 @@ type twins struct {
 	// whyNot says, per local namespace with a NamespaceOffloading but no
 	// twin followed here, why its pods cannot be offloaded to this provider.
 	whyNot map[string]string
+	// preferences holds, per local namespace with a NamespaceOffloading,
+	// its strategy and placement preference (the pods' deletion cost).
+	preferences map[string]nsPreference
+}
+
+// nsPreference is what a namespace's pods' deletion cost depends on.
+type nsPreference struct {
+	strategy   ferryv1alpha1.PodOffloadingStrategy
+	preference ferryv1alpha1.PlacementPreference
+}
+
+// preference is the placement preference pod is offloaded under: its
+// namespace's, None when the pod narrows its strategy to Local or Remote
+// or its namespace has no NamespaceOffloading (or ts is nil).
+func (ts *twins) preference(pod *corev1.Pod) ferryv1alpha1.PlacementPreference {
+	if ts == nil {
+		return ferryv1alpha1.PlacementPreferenceNone
+	}
+	ts.mu.RLock()
+	p, ok := ts.preferences[pod.Namespace]
+	ts.mu.RUnlock()
+	if !ok {
+		return ferryv1alpha1.PlacementPreferenceNone
+	}
+	strategy, err := placement.PodStrategy(p.strategy, pod.Annotations)
+	if err != nil {
+		return ferryv1alpha1.PlacementPreferenceNone
+	}
+	return placement.Preference(strategy, p.preference)
 }
 
 // whyNotOffloaded says why the pods of namespace, which has no twin
@@ -212,7 +243,11 @@ func (ts *twins) refresh(ctx context.Context, store cache.Store) {
 		}
 	}
 	whyNot := map[string]string{}
+	preferences := map[string]nsPreference{}
 	for _, nso := range offloadings {
+		if nso.DeletionTimestamp == nil {
+			preferences[nso.Namespace] = nsPreference{strategy: nso.Spec.PodOffloadingStrategy, preference: nso.Spec.PlacementPreference}
+		}
 		if _, ok := want[nso.Namespace]; !ok {
 			whyNot[nso.Namespace] = notOffloadedHere(nso, ts.provider)
 		}
@@ -236,6 +271,18 @@ func (ts *twins) refresh(ctx context.Context, store cache.Store) {
 		}
 	}
 	ts.whyNot = whyNot
+	// A changed preference changes the deletion cost of the namespace's pods.
+	for ns, p := range preferences {
+		if prev, ok := ts.preferences[ns]; !ok || prev != p {
+			changed = append(changed, ns)
+		}
+	}
+	for ns := range ts.preferences {
+		if _, ok := preferences[ns]; !ok {
+			changed = append(changed, ns)
+		}
+	}
+	ts.preferences = preferences
 	for local, t := range ts.byLocal {
 		c, ok := want[local]
 		if ok && c.TwinNamespace == t.name {
@@ -271,7 +318,7 @@ func (ts *twins) refresh(ctx context.Context, store cache.Store) {
 	}
 	shared := ts.shared
 	ts.mu.Unlock()
-	for _, ns := range changed {
+	for _, ns := range slices.Compact(slices.Sorted(slices.Values(changed))) {
 		ts.namespaceChanged(ns)
 	}
 	if shared == nil {

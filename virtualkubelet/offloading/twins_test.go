@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
@@ -287,5 +288,45 @@ func TestTwinsTellPodsWhyTheirNamespaceIsNotOffloadedAndWakeThemWhenThatChanges(
 	ts.refresh(t.Context(), offloadedTo("shop"))
 	if ts.forLocal("shop") == nil || !slices.Contains(changed, "shop") {
 		t.Errorf("once the twin is Ready: twin %v, woken %q; want a twin and shop woken", ts.forLocal("shop"), changed)
+	}
+}
+
+// TestTwinsWakePodsWhenThePreferenceChanges: a changed placement
+// preference wakes the namespace's pods (their pod-deletion-cost changes
+// with it), an unchanged one does not, and a pod narrowing its strategy is
+// out of the preference.
+func TestTwinsWakePodsWhenThePreferenceChanges(t *testing.T) {
+	ts, _, _ := newTestTwins(t)
+	var changed []string
+	ts.namespaceChanged = func(ns string) { changed = append(changed, ns) }
+	store := offloadedTo("shop")
+	ts.refresh(t.Context(), store)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}
+	if got := ts.preference(pod); got != ferryv1alpha1.PlacementPreferenceNone {
+		t.Errorf("no preference: %q, want None", got)
+	}
+
+	obj, _, _ := store.GetByKey("shop/" + ferryv1alpha1.NamespaceOffloadingName)
+	nso := obj.(*ferryv1alpha1.NamespaceOffloading).DeepCopy()
+	nso.Spec.PodOffloadingStrategy, nso.Spec.PlacementPreference = ferryv1alpha1.PodOffloadingLocalAndRemote, ferryv1alpha1.PlacementPreferenceLocalFirst
+	_ = store.Update(nso)
+	changed = nil
+	ts.refresh(t.Context(), store)
+	if !slices.Equal(changed, []string{"shop"}) {
+		t.Errorf("namespaces woken = %q, want [shop]", changed)
+	}
+	if got := ts.preference(pod); got != ferryv1alpha1.PlacementPreferenceLocalFirst {
+		t.Errorf("preference %q, want LocalFirst", got)
+	}
+	narrowed := pod.DeepCopy()
+	narrowed.Annotations = map[string]string{placement.AnnotationPodOffloadingStrategy: "Remote"}
+	if got := ts.preference(narrowed); got != ferryv1alpha1.PlacementPreferenceNone {
+		t.Errorf("a pod narrowed to Remote: %q, want None", got)
+	}
+
+	changed = nil
+	ts.refresh(t.Context(), store)
+	if len(changed) != 0 {
+		t.Errorf("namespaces woken with nothing changed = %q, want none", changed)
 	}
 }

@@ -63,7 +63,7 @@ func newOffloadCommand() *cobra.Command {
 		Short: "Extend a namespace to peered providers",
 	}
 	var t target
-	var podStrategy, mappingStrategy, remoteName, selector, schedulerName string
+	var podStrategy, mappingStrategy, remoteName, selector, schedulerName, preference string
 	ns := &cobra.Command{
 		Use:   "namespace NAME",
 		Short: "Offload a namespace: twin namespaces in the selected providers, pods may run there",
@@ -80,7 +80,8 @@ are ANDed into one NodeSelectorTerm (= and == are In, != is NotIn, key and
 !key are Exists and DoesNotExist, > and < are Gt and Lt); for several ORed
 terms, edit spec.clusterSelector. Empty selects every peered provider.`,
 		Example: `  ferryctl offload namespace shop --cluster-selector 'topology.kubernetes.io/region=eu' --wait
-  ferryctl offload namespace shop --namespace-mapping-strategy SelectedName --remote-namespace-name shop-eu`,
+  ferryctl offload namespace shop --namespace-mapping-strategy SelectedName --remote-namespace-name shop-eu
+  ferryctl offload namespace batch --placement-preference LocalFirst --scheduler-name ferry-scheduler`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec, err := offloadingSpec(podStrategy, mappingStrategy, remoteName, selector, cmd.Flags().Changed("namespace-mapping-strategy"))
@@ -88,6 +89,10 @@ terms, edit spec.clusterSelector. Empty selects every peered provider.`,
 				return err
 			}
 			spec.SchedulerName, err = schedulerNameFlag(schedulerName)
+			if err != nil {
+				return err
+			}
+			spec.PlacementPreference, err = placementPreferenceFlag(preference, spec.PodOffloadingStrategy)
 			if err != nil {
 				return err
 			}
@@ -111,6 +116,9 @@ terms, edit spec.clusterSelector. Empty selects every peered provider.`,
 	completeValues(ns, "pod-offloading-strategy", ferryv1alpha1.PodOffloadingLocal, ferryv1alpha1.PodOffloadingRemote, ferryv1alpha1.PodOffloadingLocalAndRemote)
 	completeValues(ns, "namespace-mapping-strategy", ferryv1alpha1.NamespaceMappingDefaultName, ferryv1alpha1.NamespaceMappingEnforceSameName, ferryv1alpha1.NamespaceMappingSelectedName)
 	f.StringVar(&schedulerName, "scheduler-name", "", "scheduler ferry's pod webhook gives the namespace's pods that may run remotely, e.g. ferry-scheduler (a pod naming its own keeps it; default: the one each pod asks for)")
+	f.StringVar(&preference, "placement-preference", string(ferryv1alpha1.PlacementPreferenceNone),
+		"with LocalAndRemote, the side the namespace's pods prefer while it has room: None, LocalFirst (burst to providers) or RemoteFirst")
+	completeValues(ns, "placement-preference", ferryv1alpha1.PlacementPreferenceNone, ferryv1alpha1.PlacementPreferenceLocalFirst, ferryv1alpha1.PlacementPreferenceRemoteFirst)
 	cmd.AddCommand(ns)
 	return cmd
 }
@@ -201,6 +209,19 @@ func schedulerNameFlag(name string) (string, error) {
 		return "", fmt.Errorf("--scheduler-name %q: not a valid scheduler name: %s", name, errs[0])
 	}
 	return name, nil
+}
+
+// placementPreferenceFlag checks --placement-preference as the API does:
+// one of the values, and other than None only with LocalAndRemote.
+func placementPreferenceFlag(value string, strategy ferryv1alpha1.PodOffloadingStrategy) (ferryv1alpha1.PlacementPreference, error) {
+	pref, err := oneOf("--placement-preference", value, ferryv1alpha1.PlacementPreferenceNone, ferryv1alpha1.PlacementPreferenceLocalFirst, ferryv1alpha1.PlacementPreferenceRemoteFirst)
+	if err != nil {
+		return "", err
+	}
+	if pref != ferryv1alpha1.PlacementPreferenceNone && strategy != ferryv1alpha1.PodOffloadingLocalAndRemote {
+		return "", fmt.Errorf("--placement-preference %s needs --pod-offloading-strategy LocalAndRemote, not %s", pref, strategy)
+	}
+	return pref, nil
 }
 
 // oneOf checks that value is one of the accepted values, case-sensitively as

@@ -117,6 +117,31 @@ func TestSchedulerNameFlag(t *testing.T) {
 	}
 }
 
+func TestPlacementPreferenceFlag(t *testing.T) {
+	lr, local := ferryv1alpha1.PodOffloadingLocalAndRemote, ferryv1alpha1.PodOffloadingLocal
+	for _, tc := range []struct {
+		value    string
+		strategy ferryv1alpha1.PodOffloadingStrategy
+		want     ferryv1alpha1.PlacementPreference
+		err      string
+	}{
+		{"None", lr, ferryv1alpha1.PlacementPreferenceNone, ""},
+		{"None", local, ferryv1alpha1.PlacementPreferenceNone, ""},
+		{"LocalFirst", lr, ferryv1alpha1.PlacementPreferenceLocalFirst, ""},
+		{"RemoteFirst", lr, ferryv1alpha1.PlacementPreferenceRemoteFirst, ""},
+		{"localfirst", lr, "", `--placement-preference`},
+		{"LocalFirst", local, "", "--placement-preference LocalFirst needs --pod-offloading-strategy LocalAndRemote, not Local"},
+	} {
+		got, err := placementPreferenceFlag(tc.value, tc.strategy)
+		switch {
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("placementPreferenceFlag(%q, %s) = %q, %v; want %q", tc.value, tc.strategy, got, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("placementPreferenceFlag(%q, %s) error %v, want one containing %q", tc.value, tc.strategy, err, tc.err)
+		}
+	}
+}
+
 // FuzzParseClusterSelector: any input is refused with an error naming the
 // flag, or becomes a clusterSelector that the controller accepts and that
 // selects exactly the virtual nodes the label selector would.

@@ -26,6 +26,7 @@ func main() {
 	shapes := flag.String("shapes", "burst,rate,paced", "load shapes to run, in this order: burst (-pods at once, -concurrency in flight), rate (1000 pods at 100/s), paced (100 pods at 2/s, one at a time); -claims runs burst only")
 	flag.BoolVar(&opts.Claims, "claims", false, "pods of StatefulSets with a claim each, offloaded through ferry's storage class (make bench-storage)")
 	flag.IntVar(&opts.Replicas, "replicas", 10, "pods per StatefulSet with -claims")
+	flag.StringVar((*string)(&opts.PlacementPreference), "placement-preference", "", "offload the namespace LocalAndRemote with this placement preference (LocalFirst, RemoteFirst); the pods still select the virtual node, and carry the preference's pod-deletion-cost")
 	namespaces := flag.Int("namespaces", 1, "with more than 1 (or -providers above 1): the scale run instead of the shapes, -pods pods over this many offloaded namespaces (make bench-offload-scale)")
 	providers := flag.Int("providers", 1, "with more than 1 (or -namespaces above 1): the scale run, with this many providers peered")
 	clusterRead := flag.Bool("cluster-read", true, "in the scale run, providers bind ferry-reflection-reader to the consumer, so that its virtual kubelets watch them cluster-wide")

@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/test/testbed"
@@ -33,6 +36,10 @@ type Options struct {
 	Claims bool
 	// Replicas is each StatefulSet's size when Claims is set.
 	Replicas int
+	// PlacementPreference, when LocalFirst or RemoteFirst, offloads the
+	// namespace LocalAndRemote with it (pods still select the virtual
+	// node), so the cost of the pods' pod-deletion-cost shows.
+	PlacementPreference ferryv1alpha1.PlacementPreference
 }
 
 func (o Options) validate() error {
@@ -134,7 +141,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 
 	say("offloading namespace %s", benchNamespace)
-	twin, err := offloadNamespace(ctx, consumer, benchNamespace)
+	twin, err := offloadNamespace(ctx, consumer, benchNamespace, opts.PlacementPreference)
 	if err != nil {
 		return err
 	}
@@ -251,6 +258,17 @@ func (b *bench) runShape(ctx context.Context, shape Shape) (Result, error) {
 	offloadCPU := cpuAfter.since(cpuBefore)
 	offloaded.report(say)
 	say("offload-%s run CPU per pod: %.2f ms, by process (ms): %s", shape.Name, offloadCPU.total()*1000/pods, offloadCPU.perPod(shape.Pods))
+	if p := opts.PlacementPreference; p != "" && p != ferryv1alpha1.PlacementPreferenceNone {
+		var list corev1.PodList
+		if err := b.consumer.Client.List(ctx, &list, client.InNamespace(benchNamespace)); err != nil {
+			return res, fmt.Errorf("list pods of %s: %w", benchNamespace, err)
+		}
+		costs := map[string]int{}
+		for _, pod := range list.Items {
+			costs[pod.Annotations[placement.AnnotationPodDeletionCost]]++
+		}
+		say("offload-%s pods by %s (placement preference %s; \"\" = none): %v", shape.Name, placement.AnnotationPodDeletionCost, p, costs)
+	}
 	if opts.Claims {
 		n, err := checkClaimsInProvider(ctx, b.consumer, b.provider, benchNamespace, b.twin)
 		if err != nil {

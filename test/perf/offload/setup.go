@@ -197,8 +197,8 @@ func createNamespace(ctx context.Context, c *testbed.Cluster, name string) error
 // offloadNamespace creates namespace in the consumer with a
 // NamespaceOffloading (Remote), waits until the provider's twin namespace is
 // Ready and returns its name.
-func offloadNamespace(ctx context.Context, consumer *testbed.Cluster, namespace string) (twin string, err error) {
-	twins, err := offloadNamespaceTo(ctx, consumer, namespace, providerID)
+func offloadNamespace(ctx context.Context, consumer *testbed.Cluster, namespace string, pref ferryv1alpha1.PlacementPreference) (twin string, err error) {
+	twins, err := offloadNamespaceWith(ctx, consumer, namespace, pref, providerID)
 	return twins[providerID], err
 }
 
@@ -206,12 +206,23 @@ func offloadNamespace(ctx context.Context, consumer *testbed.Cluster, namespace 
 // NamespaceOffloading (Remote), waits until the twin namespace of each of
 // providers is Ready and returns their names.
 func offloadNamespaceTo(ctx context.Context, consumer *testbed.Cluster, namespace string, providers ...ferryv1alpha1.ClusterID) (map[ferryv1alpha1.ClusterID]string, error) {
+	return offloadNamespaceWith(ctx, consumer, namespace, "", providers...)
+}
+
+// offloadNamespaceWith is offloadNamespaceTo with a placement preference:
+// other than None or empty, the NamespaceOffloading is LocalAndRemote with
+// it (the pods still select virtual nodes), so their virtual kubelet gives
+// them its pod-deletion-cost.
+func offloadNamespaceWith(ctx context.Context, consumer *testbed.Cluster, namespace string, pref ferryv1alpha1.PlacementPreference, providers ...ferryv1alpha1.ClusterID) (map[ferryv1alpha1.ClusterID]string, error) {
 	if err := createNamespace(ctx, consumer, namespace); err != nil {
 		return nil, err
 	}
 	nso := &ferryv1alpha1.NamespaceOffloading{
 		ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.NamespaceOffloadingName, Namespace: namespace},
 		Spec:       ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote},
+	}
+	if pref != "" && pref != ferryv1alpha1.PlacementPreferenceNone {
+		nso.Spec.PodOffloadingStrategy, nso.Spec.PlacementPreference = ferryv1alpha1.PodOffloadingLocalAndRemote, pref
 	}
 	if err := consumer.Client.Create(ctx, nso); err != nil {
 		return nil, fmt.Errorf("create NamespaceOffloading %s/%s: %w", namespace, nso.Name, err)

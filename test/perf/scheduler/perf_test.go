@@ -179,7 +179,7 @@ func TestSchedulerPerfShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := Summarize(items)
-	for _, c := range []string{CaseBasicDefault, CaseBasicFerry, CasePlacement, CaseNodeAffinity} {
+	for _, c := range []string{CaseBasicDefault, CaseBasicFerry, CasePlacement, CaseNodeAffinity, CaseLocalFirst, CaseLocalFirstAffinity} {
 		w := s[Key{c, shortWorkload}]
 		if w == nil || w.Duration <= 0 {
 			t.Errorf("%s/%s: no measurement in %s", c, shortWorkload, file)
@@ -190,6 +190,7 @@ func TestSchedulerPerfShort(t *testing.T) {
 	for c, want := range map[string][]string{
 		CaseBasicFerry: {"ClusterSelector/PreFilter", "RemoteFit/PreFilter", "DataGravity/PreFilter"},
 		CasePlacement:  {"ClusterSelector/Filter", "RemoteFit/Filter", "DataGravity/PreFilter", "DataGravity/Score"},
+		CaseLocalFirst: {"ClusterPreference/PreScore", "ClusterPreference/Score"},
 	} {
 		w := s[Key{c, shortWorkload}]
 		if w == nil {

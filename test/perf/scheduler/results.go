@@ -22,6 +22,11 @@ const (
 	CaseBasicFerry   = "SchedulingBasicFerryProfile"
 	CasePlacement    = "FerryPlacement"
 	CaseNodeAffinity = "NodeAffinityPlacement"
+	// CaseLocalFirst and CaseLocalFirstAffinity are the LocalFirst pair:
+	// ferry's ClusterPreference vs. the preferred node affinity the pod
+	// webhook writes for the default scheduler.
+	CaseLocalFirst         = "LocalFirstPlacement"
+	CaseLocalFirstAffinity = "NodeAffinityLocalFirst"
 )
 
 // Targets the ratios are held to.
@@ -33,7 +38,7 @@ const (
 // Plugins are ferry's plugins, PluginExtensionPoints the extension points
 // whose p99 the RESULT lines report, in print order.
 var (
-	Plugins               = []string{"ClusterSelector", "RemoteFit", "DataGravity"}
+	Plugins               = []string{"ClusterSelector", "RemoteFit", "DataGravity", "ClusterPreference"}
 	PluginExtensionPoints = []string{"PreFilter", "Filter", "PreScore", "Score"}
 )
 
@@ -177,7 +182,10 @@ func (s Summary) Print(w io.Writer) {
 		placement, affinity := s[Key{CasePlacement, name}], s[Key{CaseNodeAffinity, name}]
 		fmt.Fprintf(w, "RESULT scheduler workload=%s runs=%d placement_nodeaffinity=%s pods/s placement_ferry=%s pods/s ratio=%s\n",
 			name, s.runs(name), throughput(affinity), throughput(placement), ratio(placement, affinity, TargetPlacementRatio))
-		for _, c := range []string{CaseBasicFerry, CasePlacement} {
+		localFirst, localFirstAffinity := s[Key{CaseLocalFirst, name}], s[Key{CaseLocalFirstAffinity, name}]
+		fmt.Fprintf(w, "RESULT scheduler workload=%s runs=%d localfirst_nodeaffinity=%s pods/s localfirst_ferry=%s pods/s ratio=%s\n",
+			name, s.runs(name), throughput(localFirstAffinity), throughput(localFirst), ratio(localFirst, localFirstAffinity, TargetPlacementRatio))
+		for _, c := range []string{CaseBasicFerry, CasePlacement, CaseLocalFirst} {
 			if wl := s[Key{c, name}]; wl != nil {
 				fmt.Fprintf(w, "RESULT scheduler workload=%s plugin_p99 case=%s %s\n", name, c, wl.pluginP99())
 			}

@@ -31,6 +31,12 @@ func TestPrintPairsWorkloadsAndReportsPluginP99(t *testing.T) {
 		item(CasePlacement+"/"+w+"/placement", metricPlugin, map[string]float64{"Perc99": 1},
 			"plugin", "NodeAffinity", "extension_point", "Filter"),
 		item(CaseNodeAffinity+"/"+w+"/placement", metricThroughput, map[string]float64{"Average": 100}),
+		item(CaseLocalFirst+"/"+w+"/namespace-2", metricThroughput, map[string]float64{"Average": 120}),
+		item(CaseLocalFirst+"/"+w+"/namespace-2", metricPlugin, map[string]float64{"Perc99": 0.003},
+			"plugin", "ClusterPreference", "extension_point", "Score"),
+		item(CaseLocalFirstAffinity+"/"+w+"/namespace-2", metricThroughput, map[string]float64{"Average": 125}),
+		item(CaseLocalFirst+"/"+w+"/namespace-2", metricDuration, map[string]float64{"Duration": 80}),
+		item(CaseLocalFirstAffinity+"/"+w+"/namespace-2", metricDuration, map[string]float64{"Duration": 77}),
 		item(CaseBasicDefault+"/"+w+"/namespace-2", metricDuration, map[string]float64{"Duration": 50}),
 		item(CaseBasicFerry+"/"+w+"/namespace-2", metricDuration, map[string]float64{"Duration": 55}),
 		item(CaseNodeAffinity+"/"+w+"/placement", metricDuration, map[string]float64{"Duration": 99}),
@@ -46,8 +52,10 @@ func TestPrintPairsWorkloadsAndReportsPluginP99(t *testing.T) {
 	want := strings.Join([]string{
 		"RESULT scheduler workload=5000Nodes_10000Pods runs=1 basic_default=200.0 pods/s basic_ferry=180.0 pods/s ratio=0.90 (target ≥0.95: MISSED)",
 		"RESULT scheduler workload=5000Nodes_10000Pods runs=1 placement_nodeaffinity=100.0 pods/s placement_ferry=150.0 pods/s ratio=1.50 (target ≥0.90: met)",
+		"RESULT scheduler workload=5000Nodes_10000Pods runs=1 localfirst_nodeaffinity=125.0 pods/s localfirst_ferry=120.0 pods/s ratio=0.96 (target ≥0.90: met)",
 		"RESULT scheduler workload=5000Nodes_10000Pods plugin_p99 case=SchedulingBasicFerryProfile ClusterSelector/PreFilter=9.9us",
 		"RESULT scheduler workload=5000Nodes_10000Pods plugin_p99 case=FerryPlacement ClusterSelector/Filter=20.0us DataGravity/Score=50.0us",
+		"RESULT scheduler workload=5000Nodes_10000Pods plugin_p99 case=LocalFirstPlacement ClusterPreference/Score=3.0us",
 	}, "\n") + "\n"
 	if out.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
@@ -66,6 +74,7 @@ func TestPrintSaysWhatWasNotMeasured(t *testing.T) {
 		"basic_default=n/a pods/s basic_ferry=90.0 pods/s ratio=n/a (target ≥0.95)",
 		"placement_nodeaffinity=n/a pods/s placement_ferry=n/a pods/s ratio=n/a (target ≥0.90)",
 		"plugin_p99 case=SchedulingBasicFerryProfile none-sampled",
+		"localfirst_nodeaffinity=n/a pods/s localfirst_ferry=n/a pods/s ratio=n/a (target ≥0.90)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
