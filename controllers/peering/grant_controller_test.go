@@ -132,7 +132,8 @@ count:
 
 // TestGrantRelevantChangeSeesTopologyLabels: a provider node relabelled
 // into another zone or region re-grants, so the virtual node's topology
-// labels follow; a heartbeat does not.
+// labels follow, and so does any other label (it may be a consumer's node
+// pool key, which the node watch does not know); a heartbeat does not.
 func TestGrantRelevantChangeSeesTopologyLabels(t *testing.T) {
 	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
 		corev1.LabelTopologyRegion: "eu-west", corev1.LabelTopologyZone: "eu-west-1a", "other": "x"}}}
@@ -142,7 +143,7 @@ func TestGrantRelevantChangeSeesTopologyLabels(t *testing.T) {
 	}{
 		"zone changed":        {func(n *corev1.Node) { n.Labels[corev1.LabelTopologyZone] = "eu-west-1b" }, true},
 		"region removed":      {func(n *corev1.Node) { delete(n.Labels, corev1.LabelTopologyRegion) }, true},
-		"another label":       {func(n *corev1.Node) { n.Labels["other"] = "y" }, false},
+		"another label":       {func(n *corev1.Node) { n.Labels["other"] = "y" }, true},
 		"heartbeat (no diff)": {func(*corev1.Node) {}, false},
 	} {
 		cur := base.DeepCopy()
