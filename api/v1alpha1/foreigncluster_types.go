@@ -138,6 +138,12 @@ type ForeignClusterSpec struct {
 	// +kubebuilder:default=baseline
 	// +optional
 	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
+
+	// Fencing: the consumer's Lease on the provider, self-fencing and
+	// out-of-service failover (README "Failover and fencing").
+	// +kubebuilder:default={}
+	// +optional
+	Fencing Fencing `json:"fencing"`
 }
 
 // PodSecurityLevel is a Pod Security Standards level.

@@ -77,6 +77,36 @@ type PeerOptions struct {
 	// when that differs from the address ferryctl uses; empty is the
 	// provider kubeconfig's server.
 	ProviderAPIServerURL string
+	// Fencing is the peering's fencing (README "Failover and fencing"):
+	// selfFencing goes on the provider's ForeignCluster for the consumer,
+	// the rest on the consumer's for the provider. Zero keeps the defaults.
+	Fencing ferryv1alpha1.Fencing
+}
+
+// FencingFlags turns ferryctl peer's fencing flags into a Fencing.
+func FencingFlags(leaseDuration, margin time.Duration, outOfService, selfFencing bool) (ferryv1alpha1.Fencing, error) {
+	f := ferryv1alpha1.Fencing{OutOfService: outOfService}
+	if !selfFencing {
+		f.SelfFencing = &selfFencing
+		if outOfService {
+			return f, fmt.Errorf("--out-of-service-failover: not with --self-fencing=false (the consumer fails over only onto a provider that fences)")
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+		min  time.Duration
+		to   *int32
+	}{{"--lease-duration", leaseDuration, 4 * time.Second, &f.LeaseDurationSeconds}, {"--fencing-margin", margin, time.Second, &f.SafetyMarginSeconds}} {
+		if d.v == 0 {
+			continue
+		}
+		if d.v < d.min || d.v > 24*time.Hour || d.v%time.Second != 0 {
+			return f, fmt.Errorf("%s %s: must be whole seconds between %s and 24h", d.flag, d.v, d.min)
+		}
+		*d.to = int32(d.v / time.Second)
+	}
+	return f, nil
 }
 
 // providerURL is where the consumer cluster reaches the provider.
@@ -127,7 +157,7 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 	step(fmt.Sprintf("Creating the tenant of consumer %q on provider %q", consumer.id, provider.id))
 	fcOnProvider := &ferryv1alpha1.ForeignCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: string(consumer.id)},
-		Spec:       ferryv1alpha1.ForeignClusterSpec{ClusterID: consumer.id, Role: ferryv1alpha1.RoleConsumer},
+		Spec:       ferryv1alpha1.ForeignClusterSpec{ClusterID: consumer.id, Role: ferryv1alpha1.RoleConsumer, Fencing: ferryv1alpha1.Fencing{SelfFencing: opts.Fencing.SelfFencing}},
 	}
 	if reverse != nil {
 		// The provider already offloads to the consumer: its ForeignCluster
@@ -187,6 +217,9 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 		spec.APIServerURL = opts.providerURL(provider)
 		spec.CredentialsSecretRef = &ferryv1alpha1.SecretReference{Name: secret.Name, Namespace: secret.Namespace}
 		spec.ResourceRequest = opts.Resources
+		spec.Fencing.LeaseDurationSeconds = opts.Fencing.LeaseDurationSeconds
+		spec.Fencing.SafetyMarginSeconds = opts.Fencing.SafetyMarginSeconds
+		spec.Fencing.OutOfService = opts.Fencing.OutOfService
 	}
 	fcOnConsumer := &ferryv1alpha1.ForeignCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: string(provider.id)},
