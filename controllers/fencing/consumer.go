@@ -187,7 +187,8 @@ func (r *Renewer) renewOnce(ctx context.Context, fc *ferryv1alpha1.ForeignCluste
 		if err != nil {
 			return false, fmt.Errorf("remove stale ShadowPods before renewing: %w", err)
 		}
-		log.FromContext(ctx).Info("Provider back: removed its stale ShadowPods before renewing the Lease", "provider", fc.Name, "removed", n)
+		log.FromContext(ctx).Info("Provider back: removed its stale ShadowPods before renewing the Lease", "provider", fc.Name, "removed", n.removed,
+			"twinNamespaces", n.twins, "shadowPods", n.seen, "alreadyDeleting", n.deleting)
 	}
 	now := metav1.NewMicroTime(time.Now())
 	secs := int32(T / time.Second)
@@ -276,11 +277,15 @@ func (r *Renewer) setOutOfService(ctx context.Context, fc *ferryv1alpha1.Foreign
 // removeStale deletes the provider's ShadowPods of this cluster whose pod
 // here is gone, was replaced (another UID), is being deleted, or no longer
 // stands on one of the provider's virtual nodes: what failover ran
-// elsewhere. It returns how many it deleted.
-func (r *Renewer) removeStale(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, prov *peering.Provider) (int, error) {
+// elsewhere.
+// staleCount is what removeStale saw and did.
+type staleCount struct{ twins, seen, deleting, removed int }
+
+func (r *Renewer) removeStale(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, prov *peering.Provider) (staleCount, error) {
+	var n staleCount
 	nodes, err := r.virtualNodes(ctx, fc)
 	if err != nil {
-		return 0, err
+		return n, err
 	}
 	onProvider := map[string]bool{}
 	for _, n := range nodes {
@@ -288,33 +293,35 @@ func (r *Renewer) removeStale(ctx context.Context, fc *ferryv1alpha1.ForeignClus
 	}
 	var twins ferryv1alpha1.TwinNamespaceList
 	if err := prov.Client.List(ctx, &twins, client.InNamespace(prov.TenantNamespace)); err != nil {
-		return 0, fmt.Errorf("list TwinNamespaces on the provider: %w", err)
+		return n, fmt.Errorf("list TwinNamespaces on the provider: %w", err)
 	}
-	removed := 0
+	n.twins = len(twins.Items)
 	for _, tw := range twins.Items {
 		var sps ferryv1alpha1.ShadowPodList
 		if err := prov.Client.List(ctx, &sps, client.InNamespace(tw.Name), client.MatchingLabels{ferryv1alpha1.LabelOriginCluster: string(r.ClusterID)}); err != nil {
-			return removed, fmt.Errorf("list ShadowPods in %s on the provider: %w", tw.Name, err)
+			return n, fmt.Errorf("list ShadowPods in %s on the provider: %w", tw.Name, err)
 		}
+		n.seen += len(sps.Items)
 		for i := range sps.Items {
 			sp := &sps.Items[i]
 			if !sp.DeletionTimestamp.IsZero() {
+				n.deleting++
 				continue
 			}
 			stale, err := r.stale(ctx, sp, onProvider)
 			if err != nil {
-				return removed, err
+				return n, err
 			}
 			if !stale {
 				continue
 			}
 			if err := prov.Client.Delete(ctx, sp, client.Preconditions{UID: &sp.UID}); client.IgnoreNotFound(err) != nil {
-				return removed, fmt.Errorf("delete stale ShadowPod %s/%s on the provider: %w", sp.Namespace, sp.Name, err)
+				return n, fmt.Errorf("delete stale ShadowPod %s/%s on the provider: %w", sp.Namespace, sp.Name, err)
 			}
-			removed++
+			n.removed++
 		}
 	}
-	return removed, nil
+	return n, nil
 }
 
 func (r *Renewer) stale(ctx context.Context, sp *ferryv1alpha1.ShadowPod, onProvider map[string]bool) (bool, error) {

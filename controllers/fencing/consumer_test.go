@@ -89,7 +89,7 @@ func TestRemoveStale(t *testing.T) {
 	).Build()
 	r := &Renewer{Client: consumer, APIReader: consumer, ClusterID: "home"}
 	n, err := r.removeStale(ctx, providerFC(), &peering.Provider{Client: provider, TenantNamespace: "ferry-tenant-home"})
-	if err != nil || n != 4 {
+	if err != nil || n.removed != 4 || n.seen != 5 || n.twins != 1 {
 		t.Fatalf("removeStale = %d, %v; want 4", n, err)
 	}
 	for name, stays := range map[string]bool{"kept": true, "replaced": false, "moved": false, "terminating": false, "gone": false} {

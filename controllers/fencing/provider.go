@@ -46,6 +46,8 @@ type Fences struct {
 
 	mu      sync.Mutex
 	decided map[ferryv1alpha1.ClusterID]bool
+	// unfenced is when each consumer was last unfenced.
+	unfenced map[ferryv1alpha1.ClusterID]time.Time
 	// wake receives one event per ShadowPod of a consumer whose state
 	// changed, for the ShadowPod controller.
 	wake chan event.GenericEvent
@@ -53,7 +55,22 @@ type Fences struct {
 
 // NewFences returns an empty set reading Leases from reader.
 func NewFences(reader client.Reader) *Fences {
-	return &Fences{Reader: reader, decided: map[ferryv1alpha1.ClusterID]bool{}, wake: make(chan event.GenericEvent, 1024)}
+	return &Fences{Reader: reader, decided: map[ferryv1alpha1.ClusterID]bool{}, unfenced: map[ferryv1alpha1.ClusterID]time.Time{},
+		wake: make(chan event.GenericEvent, 1024)}
+}
+
+// UnfenceWindow is how long after an unfence the ShadowPod controller reads
+// a ShadowPod past the cache before it creates its pod: longer than the
+// watches of a provider whose API server was down take to list again.
+const UnfenceWindow = 2 * time.Minute
+
+// RecentlyUnfenced tells whether the consumer was unfenced within
+// UnfenceWindow.
+func (f *Fences) RecentlyUnfenced(consumer ferryv1alpha1.ClusterID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	at, ok := f.unfenced[consumer]
+	return ok && time.Since(at) < UnfenceWindow
 }
 
 // Wake is the channel the ShadowPod controller watches.
@@ -98,6 +115,9 @@ func (f *Fences) set(consumer ferryv1alpha1.ClusterID, fenced bool) (changed boo
 	defer f.mu.Unlock()
 	old, ok := f.decided[consumer]
 	f.decided[consumer] = fenced
+	if ok && old && !fenced {
+		f.unfenced[consumer] = time.Now()
+	}
 	return !ok || old != fenced
 }
 

@@ -114,6 +114,9 @@ func TestFencerFencesAndUnfences(t *testing.T) {
 	if f, _ := r.Fences.Fenced(ctx, "home"); f {
 		t.Fatal("still fenced after a renewal")
 	}
+	if !r.Fences.RecentlyUnfenced("home") {
+		t.Fatal("the unfence is not remembered")
+	}
 	if res.RequeueAfter <= 0 || res.RequeueAfter > 8*time.Second+time.Second {
 		t.Fatalf("requeue after %v, want just over the time left of T", res.RequeueAfter)
 	}

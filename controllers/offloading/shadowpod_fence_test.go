@@ -23,7 +23,36 @@ type stubFences map[ferryv1alpha1.ClusterID]bool
 func (s stubFences) Fenced(_ context.Context, c ferryv1alpha1.ClusterID) (bool, error) {
 	return s[c], nil
 }
-func (s stubFences) Wake() <-chan event.GenericEvent { return nil }
+func (s stubFences) Wake() <-chan event.GenericEvent               { return nil }
+func (s stubFences) RecentlyUnfenced(ferryv1alpha1.ClusterID) bool { return true }
+
+// deletedReader sees every ShadowPod deleted, as the API server does when
+// the cache has not caught up yet.
+type deletedReader struct{ client.Reader }
+
+func (deletedReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if sp, ok := obj.(*ferryv1alpha1.ShadowPod); ok {
+		sp.Name, sp.Namespace = key.Name, key.Namespace
+		sp.DeletionTimestamp = &metav1.Time{Time: metav1.Now().Time}
+		return nil
+	}
+	return apierrors.NewNotFound(corev1.Resource("pods"), key.Name)
+}
+
+// Right after an unfence, a ShadowPod the consumer deleted before renewing
+// (which the cache still shows alive) gets no pod.
+func TestShadowPodDeletedBeforeTheUnfenceGetsNoPod(t *testing.T) {
+	ctx := context.Background()
+	sp := fenceTestShadowPod()
+	c := fake.NewClientBuilder().WithScheme(ferryscheme.Scheme()).WithObjects(sp).WithStatusSubresource(sp).Build()
+	r := &ShadowPodReconciler{Client: c, APIReader: deletedReader{}, Fences: stubFences{}}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(sp)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(sp), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a pod was created for a ShadowPod the API server shows deleted (err %v)", err)
+	}
+}
 
 func fenceTestShadowPod() *ferryv1alpha1.ShadowPod {
 	return &ferryv1alpha1.ShadowPod{
