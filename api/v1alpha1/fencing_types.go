@@ -55,10 +55,13 @@ const (
 	// AnnotationSelfFencing, on the consumer's Lease, is the provider's
 	// word that it fences ("true") or not ("false").
 	AnnotationSelfFencing = "ferry.io/self-fencing"
-	// ForeignClusterFenced: on a provider, the consumer's pods are stopped
-	// because its Lease expired; on a consumer, the provider's virtual
-	// nodes are out of service.
+	// ForeignClusterFenced, on a provider's ForeignCluster for a consumer:
+	// the consumer's pods are stopped because its Lease expired.
 	ForeignClusterFenced = "Fenced"
+	// ForeignClusterOutOfService, on a consumer's ForeignCluster for a
+	// provider: the provider's virtual nodes are marked out of service (a
+	// condition of its own, so a peering both ways can show both).
+	ForeignClusterOutOfService = "OutOfService"
 	// TaintOutOfService is Kubernetes' non-graceful node shutdown taint.
 	TaintOutOfService = "node.kubernetes.io/out-of-service"
 	// TaintOutOfServiceValue is the value ferry sets it with.

@@ -177,7 +177,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := (&fencing.Fencer{Client: mgr.GetClient(), Fences: fences, Recorder: mgr.GetEventRecorder("ferry-fencer")}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up fencer: %w", err)
 	}
-	if err := mgr.Add(&fencing.Renewer{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterID: opts.ClusterID, Providers: providers, Tick: opts.FencingTick}); err != nil {
+	if err := mgr.Add(&fencing.Renewer{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterID: opts.ClusterID, Providers: providers, Tick: opts.FencingTick, Recorder: mgr.GetEventRecorder("ferry-failover")}); err != nil {
 		return nil, fmt.Errorf("set up lease renewer: %w", err)
 	}
 	if err := (&offloading.ShadowPodReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("ferry-shadow-pods"), Workers: opts.ShadowPodWorkers, Fences: fences}).SetupWithManager(mgr); err != nil {

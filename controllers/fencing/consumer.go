@@ -9,8 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -37,6 +40,9 @@ type Renewer struct {
 	Providers *peering.ProviderClients
 	// Tick is how often the provider list is looked at (1 s when zero).
 	Tick time.Duration
+	// Recorder emits events on the provider's ForeignCluster; nil records
+	// none.
+	Recorder events.EventRecorder
 
 	mu    sync.Mutex
 	loops map[string]context.CancelFunc
@@ -47,6 +53,7 @@ type Renewer struct {
 func (r *Renewer) NeedLeaderElection() bool { return true }
 
 // +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ferry.io,resources=foreignclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
@@ -138,6 +145,9 @@ func (r *Renewer) loop(ctx context.Context, name string) {
 					} else if n > 0 {
 						logger.Info("Marked the provider's virtual nodes out of service: no Lease renewal for T + margin", "nodes", n,
 							"sinceRenewal", time.Since(lastRenewal).Round(time.Millisecond), "leaseDuration", T, "margin", margin)
+						msg := fmt.Sprintf("no renewal of this cluster's Lease on the provider for %s (T %s + margin %s): its virtual nodes are out of service (%s), their pods run elsewhere",
+							time.Since(lastRenewal).Round(time.Second), T, margin, ferryv1alpha1.TaintOutOfService)
+						r.report(ctx, &fc, true, ReasonOutOfService, msg)
 					}
 				}
 			}
@@ -206,8 +216,37 @@ func (r *Renewer) renewOnce(ctx context.Context, fc *ferryv1alpha1.ForeignCluste
 			return false, err
 		}
 		log.FromContext(ctx).Info("Provider back: Lease renewed and out-of-service taint removed", "provider", fc.Name)
+		r.report(ctx, fc, false, ReasonLeaseRenewed, "the provider answers again: its stale ShadowPods were removed, the Lease renewed and the out-of-service taint lifted")
 	}
 	return updated.Annotations[ferryv1alpha1.AnnotationSelfFencing] == "true", nil
+}
+
+// ReasonOutOfService: the consumer marked the provider's virtual nodes out
+// of service.
+const ReasonOutOfService = "OutOfService"
+
+// report sets the OutOfService condition of the provider's ForeignCluster here
+// and emits an event; a failure is logged (the taint is what acts).
+func (r *Renewer) report(ctx context.Context, fc *ferryv1alpha1.ForeignCluster, fenced bool, reason, msg string) {
+	st := metav1.ConditionFalse
+	eventType := corev1.EventTypeNormal
+	if fenced {
+		st, eventType = metav1.ConditionTrue, corev1.EventTypeWarning
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur ferryv1alpha1.ForeignCluster
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(fc), &cur); err != nil {
+			return err
+		}
+		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: ferryv1alpha1.ForeignClusterOutOfService, Status: st, Reason: reason, Message: msg, ObservedGeneration: cur.Generation})
+		return r.Client.Status().Update(ctx, &cur)
+	})
+	if err != nil {
+		log.FromContext(ctx).Error(err, "Report the out-of-service state", "provider", fc.Name)
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(fc, nil, eventType, reason, "Failover", "%s", msg)
+	}
 }
 
 // virtualNodes are this cluster's Nodes standing for the provider.

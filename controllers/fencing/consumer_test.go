@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,5 +98,29 @@ func TestRemoveStale(t *testing.T) {
 		if stays != (err == nil) || (!stays && !apierrors.IsNotFound(err)) {
 			t.Errorf("ShadowPod %s: stays=%v, get err %v", name, stays, err)
 		}
+	}
+}
+
+// The consumer's ForeignCluster for the provider says when its virtual
+// nodes are out of service, and when they no longer are.
+func TestReportOutOfService(t *testing.T) {
+	ctx := context.Background()
+	fc := providerFC()
+	c := fake.NewClientBuilder().WithScheme(ferryscheme.Scheme()).WithObjects(fc).WithStatusSubresource(fc).Build()
+	r := &Renewer{Client: c}
+	cond := func() *metav1.Condition {
+		var got ferryv1alpha1.ForeignCluster
+		if err := c.Get(ctx, client.ObjectKeyFromObject(fc), &got); err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(got.Status.Conditions, ferryv1alpha1.ForeignClusterOutOfService)
+	}
+	r.report(ctx, fc, true, ReasonOutOfService, "out")
+	if got := cond(); got == nil || got.Status != metav1.ConditionTrue || got.Reason != ReasonOutOfService {
+		t.Fatalf("condition %+v", got)
+	}
+	r.report(ctx, fc, false, ReasonLeaseRenewed, "back")
+	if got := cond(); got == nil || got.Status != metav1.ConditionFalse || got.Reason != ReasonLeaseRenewed {
+		t.Fatalf("condition %+v", got)
 	}
 }

@@ -279,6 +279,13 @@ var _ = Describe("Failover and fencing", Label("placement", "chaos", "failover")
 		}
 		return meta.IsStatusConditionTrue(fc.Status.Conditions, ferryv1alpha1.ForeignClusterFenced)
 	}
+	consumerSaysOutOfService := func(ctx context.Context) bool {
+		var fc ferryv1alpha1.ForeignCluster
+		if err := consumer.Client.Get(ctx, client.ObjectKey{Name: "a"}, &fc); err != nil {
+			return false
+		}
+		return meta.IsStatusConditionTrue(fc.Status.Conditions, ferryv1alpha1.ForeignClusterOutOfService)
+	}
 	// backToA deletes every pod so the scheduler puts them on A again.
 	backToA := func(ctx context.Context) {
 		GinkgoHelper()
@@ -374,11 +381,13 @@ var _ = Describe("Failover and fencing", Label("placement", "chaos", "failover")
 		fenceAt := time.Since(cut)
 		Eventually(func(g Gomega) { allElsewhere(ctx, g) }).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		failoverAt := time.Since(cut)
+		Eventually(consumerSaysOutOfService).WithContext(ctx).WithTimeout(5*time.Second).Should(BeTrue(), "the consumer's ForeignCluster for A says OutOfService=True")
 		proxy.setCut(false)
 		back := time.Now()
 		Eventually(func(g Gomega) { staleGone(ctx, g) }).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		cleanAt := time.Since(back)
 		Eventually(fenced).WithContext(ctx).WithTimeout(30*time.Second).Should(BeFalse(), "renewed: A unfences")
+		Eventually(consumerSaysOutOfService).WithContext(ctx).WithTimeout(10 * time.Second).Should(BeFalse())
 		Consistently(func(g Gomega) { allElsewhere(ctx, g) }).WithContext(ctx).WithTimeout(3 * time.Second).Should(Succeed())
 		AddReportEntry("path cut: A fenced after", fenceAt.Round(10*time.Millisecond).String())
 		AddReportEntry("path cut: all pods running elsewhere after", failoverAt.Round(10*time.Millisecond).String())
