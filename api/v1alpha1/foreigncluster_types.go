@@ -144,6 +144,12 @@ type ForeignClusterSpec struct {
 	// virtual node.
 	// +optional
 	NodePools *NodePools `json:"nodePools,omitempty"`
+
+	// Fencing: the consumer's Lease on the provider, self-fencing and
+	// out-of-service failover (README "Failover and fencing").
+	// +kubebuilder:default={}
+	// +optional
+	Fencing Fencing `json:"fencing"`
 }
 
 // PodSecurityLevel is a Pod Security Standards level.

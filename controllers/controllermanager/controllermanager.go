@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -25,6 +28,7 @@ import (
 	ferryscheme "github.com/ferry-io/ferry/api/scheme"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	fabricctrl "github.com/ferry-io/ferry/controllers/fabric"
+	"github.com/ferry-io/ferry/controllers/fencing"
 	"github.com/ferry-io/ferry/controllers/kubeletcerts"
 	"github.com/ferry-io/ferry/controllers/nodetopology"
 	"github.com/ferry-io/ferry/controllers/offloading"
@@ -41,6 +45,9 @@ type Options struct {
 	SharingPercentage int
 	// GrantDebounce delays re-granting after node and pod changes.
 	GrantDebounce time.Duration
+	// FencingTick is how often the Lease renewer looks for new providers
+	// (1 s when zero).
+	FencingTick time.Duration
 	// ClusterLabels are suggested to consumers for the virtual node standing
 	// for this cluster, besides the region and zone its nodes share.
 	ClusterLabels map[string]string
@@ -135,6 +142,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		// no other Secrets.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{ferryv1alpha1.SystemNamespace: {}}},
+			// Only consumers' Leases (labelled by the Fencer), not every
+			// node's heartbeat.
+			&coordinationv1.Lease{}: {Label: consumerLeases},
 		}},
 		Metrics:                 metricsOptions(opts.MetricsAddr, opts.MetricsSecure),
 		HealthProbeBindAddress:  opts.HealthAddr,
@@ -168,7 +178,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := (&offloading.TwinNamespaceReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up twin namespace controller: %w", err)
 	}
-	if err := (&offloading.ShadowPodReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("ferry-shadow-pods"), Workers: opts.ShadowPodWorkers}).SetupWithManager(mgr); err != nil {
+	fences := fencing.NewFences(mgr.GetClient())
+	if err := (&fencing.Fencer{Client: mgr.GetClient(), Fences: fences, Recorder: mgr.GetEventRecorder("ferry-fencer")}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up fencer: %w", err)
+	}
+	if err := mgr.Add(&fencing.Renewer{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterID: opts.ClusterID, Providers: providers, Tick: opts.FencingTick, Recorder: mgr.GetEventRecorder("ferry-failover")}); err != nil {
+		return nil, fmt.Errorf("set up lease renewer: %w", err)
+	}
+	if err := (&offloading.ShadowPodReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("ferry-shadow-pods"), Workers: opts.ShadowPodWorkers, Fences: fences}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up shadow pod controller: %w", err)
 	}
 	if err := (&offloading.NamespaceOffloadingReconciler{Client: mgr.GetClient(), ClusterID: opts.ClusterID, Providers: providers}).SetupWithManager(mgr); err != nil {
@@ -242,6 +259,15 @@ func (s storageProviders) Client(ctx context.Context, id ferryv1alpha1.ClusterID
 // metricsOptions serves metrics at addr; secure, over HTTPS (a self-signed
 // certificate) to clients the API server authenticates and authorizes for
 // GET /metrics.
+// consumerLeases selects the Leases the Fencer follows.
+var consumerLeases = func() labels.Selector {
+	req, err := labels.NewRequirement(ferryv1alpha1.LabelOriginCluster, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*req)
+}()
+
 func metricsOptions(addr string, secure bool) metricsserver.Options {
 	if !secure {
 		return metricsserver.Options{BindAddress: addr}

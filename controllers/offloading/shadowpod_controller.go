@@ -21,8 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
@@ -56,7 +58,31 @@ type ShadowPodReconciler struct {
 	Recorder events.EventRecorder
 	// Workers is how many ShadowPods are reconciled at once (default 16).
 	Workers int
+	// Fences tells which consumers are fenced (their Lease expired): their
+	// pods are deleted and none is created. Nil fences none.
+	Fences Fences
 }
+
+// Fences is, on a provider, the set of fenced consumers.
+type Fences interface {
+	Fenced(ctx context.Context, consumer ferryv1alpha1.ClusterID) (bool, error)
+	// RecentlyUnfenced: the consumer was unfenced lately, so the cache may
+	// still hold ShadowPods it deleted before renewing its Lease.
+	RecentlyUnfenced(consumer ferryv1alpha1.ClusterID) bool
+	// Wake brings the ShadowPods of a consumer whose state changed.
+	Wake() <-chan event.GenericEvent
+}
+
+// ReasonFenced: the consumer is fenced; its pod is stopped.
+const ReasonFenced = "Fenced"
+
+// FenceGracePeriod is the grace period of a fenced consumer's pods: short
+// and bounded (the consumer's safety margin counts it), not zero, so the
+// pod leaves the API only once its kubelet has stopped its containers.
+const FenceGracePeriod int64 = 1
+
+// fenceRetry is how soon a fenced pod's deletion is tried again.
+const fenceRetry = time.Second
 
 // +kubebuilder:rbac:groups=ferry.io,resources=shadowpods,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=ferry.io,resources=shadowpods/status,verbs=get;update;patch
@@ -87,9 +113,26 @@ func (r *ShadowPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !sp.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.release(ctx, &sp, pod)
 	}
+	if r.Fences != nil {
+		fenced, err := r.Fences.Fenced(ctx, ferryv1alpha1.ClusterID(sp.Labels[ferryv1alpha1.LabelOriginCluster]))
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if fenced {
+			return r.fence(ctx, &sp, pod)
+		}
+	}
 
 	switch {
 	case pod == nil:
+		if r.Fences != nil && r.Fences.RecentlyUnfenced(ferryv1alpha1.ClusterID(sp.Labels[ferryv1alpha1.LabelOriginCluster])) {
+			// A consumer back from a fence deleted its stale ShadowPods
+			// before renewing; a cache that has not seen that yet must not
+			// bring their pods back.
+			if gone, err := r.deletedMeanwhile(ctx, &sp); err != nil || gone {
+				return ctrl.Result{}, err
+			}
+		}
 		return r.createPod(ctx, &sp)
 	case !pod.DeletionTimestamp.IsZero():
 		// Deleted by someone: its pod-deleted event wakes us to recreate it.
@@ -110,6 +153,42 @@ func (r *ShadowPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		} else {
 			meta.SetStatusCondition(&st.Conditions, *refusal)
 		}
+	})
+}
+
+// deletedMeanwhile reads sp past the cache and tells whether it is gone or
+// being deleted (its deletion's event brings it back to release).
+func (r *ShadowPodReconciler) deletedMeanwhile(ctx context.Context, sp *ferryv1alpha1.ShadowPod) (bool, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	var live ferryv1alpha1.ShadowPod
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(sp), &live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("read ShadowPod %s/%s: %w", sp.Namespace, sp.Name, err)
+	}
+	return !live.DeletionTimestamp.IsZero(), nil
+}
+
+// fence stops the pod of a fenced consumer's ShadowPod and creates none.
+func (r *ShadowPodReconciler) fence(ctx context.Context, sp *ferryv1alpha1.ShadowPod, pod *corev1.Pod) (ctrl.Result, error) {
+	if pod != nil && (pod.DeletionTimestamp.IsZero() || pod.DeletionGracePeriodSeconds == nil || *pod.DeletionGracePeriodSeconds > FenceGracePeriod) {
+		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.GracePeriodSeconds(FenceGracePeriod)); client.IgnoreNotFound(err) != nil {
+			// Typically this cluster's API server is down: try again every
+			// second rather than with the controller's growing back-off, so
+			// the pod stops as soon as the API server returns.
+			log.FromContext(ctx).Error(err, "Stop the pod of a fenced consumer", "pod", klogRef(pod))
+			return ctrl.Result{RequeueAfter: fenceRetry}, nil
+		}
+		log.FromContext(ctx).Info("Stopped the pod of a fenced consumer", "pod", klogRef(pod))
+		r.event(sp, corev1.EventTypeWarning, ReasonFenced, "Fence", "stopped pod "+pod.Name+": its consumer's Lease expired")
+	}
+	return r.setStatus(ctx, sp, func(st *ferryv1alpha1.ShadowPodStatus) {
+		setCreated(st, sp.Generation, metav1.ConditionFalse, ReasonFenced,
+			"the consumer's Lease expired: its pod is stopped and not created again until the consumer renews it")
 	})
 }
 
@@ -383,7 +462,11 @@ func (r *ShadowPodReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if workers <= 0 {
 		workers = DefaultShadowPodWorkers
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Fences != nil {
+		b = b.WatchesRawSource(source.Channel(r.Fences.Wake(), &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		Named("shadowpod").
 		For(&ferryv1alpha1.ShadowPod{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return shadowPodChanged(e.ObjectOld, e.ObjectNew)

@@ -139,7 +139,7 @@ func (r *TenantReconciler) updateStatus(ctx context.Context, fc *ferryv1alpha1.F
 
 // consumerRules is all a consumer may do in its tenant namespace: ask for
 // resources and twin namespaces, send its NetworkConfig (and change no other
-// one), read the provider's, and renew its own credential. In each twin
+// one), read the provider's, renew its own credential, and renew its Lease. In each twin
 // namespace the provider makes for it, the consumer is bound to the
 // ferry-twin-namespace ClusterRole; it gets nothing cluster-wide.
 func consumerRules(consumer ferryv1alpha1.ClusterID) []rbacv1.PolicyRule {
@@ -154,6 +154,9 @@ func consumerRules(consumer ferryv1alpha1.ClusterID) []rbacv1.PolicyRule {
 		// which this cluster's gateway translates from.
 		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"networkconfigs/status"}, ResourceNames: []string{string(consumer)}, Verbs: []string{"update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{ferryv1alpha1.ConsumerServiceAccount}, Verbs: []string{"create"}},
+		// The consumer renews its Lease, which the provider's Fencer made
+		// (README "Failover and fencing").
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{ferryv1alpha1.ConsumerLeaseName}, Verbs: []string{"get", "update"}},
 	}
 }
 

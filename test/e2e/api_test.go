@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -166,6 +167,12 @@ var _ = Describe("ferry's API", Label("api"), Ordered, func() {
 				o.(*ferryv1alpha1.ForeignCluster).Spec.HealthCheck = ferryv1alpha1.HealthCheck{PeriodSeconds: 5, TimeoutSeconds: 10}
 			},
 			"spec.healthCheck.timeoutSeconds", "timeoutSeconds must not exceed periodSeconds"),
+		Entry("ForeignCluster: fencing lease duration under 4 s", "ForeignCluster",
+			func(o client.Object) { o.(*ferryv1alpha1.ForeignCluster).Spec.Fencing.LeaseDurationSeconds = 3 },
+			"spec.fencing.leaseDurationSeconds", "greater than or equal to 4"),
+		Entry("ForeignCluster: fencing margin over a day", "ForeignCluster",
+			func(o client.Object) { o.(*ferryv1alpha1.ForeignCluster).Spec.Fencing.SafetyMarginSeconds = 86401 },
+			"spec.fencing.safetyMarginSeconds", "less than or equal to 86400"),
 		Entry("ResourceSlice: consumer cluster ID missing", "ResourceSlice",
 			func(o client.Object) { o.(*ferryv1alpha1.ResourceSlice).Spec.ConsumerClusterID = "" },
 			"spec.consumerClusterID", ""),
@@ -258,6 +265,7 @@ var _ = Describe("ferry's API", Label("api"), Ordered, func() {
 		Expect(c.Client.Create(ctx, fc)).To(Succeed())
 		DeferCleanup(func(ctx context.Context) { Expect(c.Client.Delete(ctx, fc)).To(Succeed()) })
 		Expect(fc.Spec.HealthCheck).To(Equal(ferryv1alpha1.HealthCheck{PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 3}))
+		Expect(fc.Spec.Fencing).To(Equal(ferryv1alpha1.Fencing{SelfFencing: ptr.To(true), LeaseDurationSeconds: 300, SafetyMarginSeconds: 30}))
 
 		no := validNamespaceOffloading(ns)
 		no.Spec = ferryv1alpha1.NamespaceOffloadingSpec{}

@@ -415,8 +415,27 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 		}
 		close(work)
 		wg.Wait()
-		AddReportEntry("consumer credential checks", len(checks))
-		Expect(wrong).To(BeEmpty(), "the consumer's credential differs from the README in %d of %d checks", len(wrong), len(checks))
+		// Its fencing Lease, by name (a rule with resourceNames allows no
+		// nameless request, which the walk above checked): get and update in
+		// the tenant namespace, nothing else, nowhere else.
+		leaseChecks := 0
+		for _, ns := range []string{tenant, twin, metav1.NamespaceDefault, "kube-node-lease"} {
+			for _, name := range []string{ferryv1alpha1.ConsumerLeaseName, "other"} {
+				for _, verb := range []string{"get", "update", "patch", "delete", "watch"} {
+					allowed := ns == tenant && name == ferryv1alpha1.ConsumerLeaseName && (verb == "get" || verb == "update")
+					sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+						ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Name: name}}}
+					got, err := provider.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+					Expect(err).NotTo(HaveOccurred())
+					if got.Status.Allowed != allowed {
+						wrong = append(wrong, fmt.Sprintf("%s leases.coordination.k8s.io %q in %q: allowed=%v", verb, name, ns, got.Status.Allowed))
+					}
+					leaseChecks++
+				}
+			}
+		}
+		AddReportEntry("consumer credential checks", len(checks)+leaseChecks)
+		Expect(wrong).To(BeEmpty(), "the consumer's credential differs from the README in %d of %d checks", len(wrong), len(checks)+leaseChecks)
 
 		By("named rights: only its own NetworkConfig and its own token")
 		for _, c := range []struct {

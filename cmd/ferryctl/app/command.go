@@ -82,6 +82,8 @@ func newPeerCommand() *cobra.Command {
 	var p pair
 	var resources string
 	var lifetime time.Duration
+	var leaseDuration, fencingMargin time.Duration
+	var outOfService, selfFencing bool
 	var reissue bool
 	var providerURL, poolLabel string
 	var discovered discoveredPeer
@@ -115,12 +117,16 @@ direction too: both ForeignClusters become ConsumerAndProvider.`,
 			if err := checkAPIServerURL(providerURL); err != nil {
 				return fmt.Errorf("--provider-api-server-url: %w", err)
 			}
+			fencing, err := FencingFlags(leaseDuration, fencingMargin, outOfService, selfFencing)
+			if err != nil {
+				return err
+			}
 			if poolLabel != "" {
 				if err := ferryv1alpha1.ValidateNodePoolLabelKey("--node-pool-label", poolLabel); err != nil {
 					return err
 				}
 			}
-			opts := PeerOptions{Resources: req, Timeout: p.timeout, TokenLifetime: lifetime, ProviderAPIServerURL: providerURL, NodePoolLabel: poolLabel}
+			opts := PeerOptions{Resources: req, Timeout: p.timeout, TokenLifetime: lifetime, ProviderAPIServerURL: providerURL, NodePoolLabel: poolLabel, Fencing: fencing}
 			if reissue {
 				if poolLabel != "" {
 					return fmt.Errorf("--node-pool-label: not with --reissue-credential (the peering keeps its pools)")
@@ -147,6 +153,10 @@ direction too: both ForeignClusters become ConsumerAndProvider.`,
 	p.bind(cmd)
 	cmd.Flags().StringVar(&resources, "resources", "", "fixed request instead of the provider's default share, e.g. cpu=8,memory=32Gi,nvidia.com/gpu=1")
 	cmd.Flags().DurationVar(&lifetime, "credential-lifetime", 30*24*time.Hour, "lifetime of the token issued to the consumer")
+	cmd.Flags().DurationVar(&leaseDuration, "lease-duration", 0, "fencing lease duration T: the provider stops the consumer's pods after T without a renewal (default 5m)")
+	cmd.Flags().DurationVar(&fencingMargin, "fencing-margin", 0, "safety margin added to T before the consumer fails the provider's pods over (default 30s)")
+	cmd.Flags().BoolVar(&outOfService, "out-of-service-failover", false, "after T + margin without a renewal, mark the provider's virtual nodes out of service so their pods (StatefulSets too) run elsewhere")
+	cmd.Flags().BoolVar(&selfFencing, "self-fencing", true, "the provider stops the consumer's pods when the consumer's lease expires")
 	cmd.Flags().BoolVar(&reissue, "reissue-credential", false, "give an existing peering a new credential (after a revocation), replacing the consumer's")
 	cmd.Flags().StringVar(&providerURL, "provider-api-server-url", "", "the provider's API server as the consumer cluster's pods reach it (https://host:port), when it differs from --provider-kubeconfig's server (a NAT, proxy or private address between you and the clusters); the provider's serving certificate must be valid for it")
 	cmd.Flags().StringVar(&poolLabel, "node-pool-label", "", "split the provider's nodes into pools by this node label key (e.g. gpu-model or node.kubernetes.io/instance-type): one virtual node per value, sized from its own nodes and labelled KEY=VALUE; nodes without the label are not offered (default: one virtual node for the whole provider)")

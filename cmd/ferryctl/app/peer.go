@@ -80,6 +80,36 @@ type PeerOptions struct {
 	// NodePoolLabel splits the provider's nodes into pools by this node
 	// label, one virtual node per pool; empty: one virtual node.
 	NodePoolLabel string
+	// Fencing is the peering's fencing (README "Failover and fencing"):
+	// selfFencing goes on the provider's ForeignCluster for the consumer,
+	// the rest on the consumer's for the provider. Zero keeps the defaults.
+	Fencing ferryv1alpha1.Fencing
+}
+
+// FencingFlags turns ferryctl peer's fencing flags into a Fencing.
+func FencingFlags(leaseDuration, margin time.Duration, outOfService, selfFencing bool) (ferryv1alpha1.Fencing, error) {
+	f := ferryv1alpha1.Fencing{OutOfService: outOfService}
+	if !selfFencing {
+		f.SelfFencing = &selfFencing
+		if outOfService {
+			return f, fmt.Errorf("--out-of-service-failover: not with --self-fencing=false (the consumer fails over only onto a provider that fences)")
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+		min  time.Duration
+		to   *int32
+	}{{"--lease-duration", leaseDuration, 4 * time.Second, &f.LeaseDurationSeconds}, {"--fencing-margin", margin, time.Second, &f.SafetyMarginSeconds}} {
+		if d.v == 0 {
+			continue
+		}
+		if d.v < d.min || d.v > 24*time.Hour || d.v%time.Second != 0 {
+			return f, fmt.Errorf("%s %s: must be whole seconds between %s and 24h", d.flag, d.v, d.min)
+		}
+		*d.to = int32(d.v / time.Second)
+	}
+	return f, nil
 }
 
 // providerURL is where the consumer cluster reaches the provider.
@@ -130,7 +160,7 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 	step(fmt.Sprintf("Creating the tenant of consumer %q on provider %q", consumer.id, provider.id))
 	fcOnProvider := &ferryv1alpha1.ForeignCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: string(consumer.id)},
-		Spec:       ferryv1alpha1.ForeignClusterSpec{ClusterID: consumer.id, Role: ferryv1alpha1.RoleConsumer},
+		Spec:       ferryv1alpha1.ForeignClusterSpec{ClusterID: consumer.id, Role: ferryv1alpha1.RoleConsumer, Fencing: ferryv1alpha1.Fencing{SelfFencing: opts.Fencing.SelfFencing}},
 	}
 	if reverse != nil {
 		// The provider already offloads to the consumer: its ForeignCluster
@@ -193,6 +223,9 @@ func Peer(ctx context.Context, out io.Writer, consumerCfg, providerCfg *rest.Con
 		if opts.NodePoolLabel != "" {
 			spec.NodePools = &ferryv1alpha1.NodePools{LabelKey: opts.NodePoolLabel}
 		}
+		spec.Fencing.LeaseDurationSeconds = opts.Fencing.LeaseDurationSeconds
+		spec.Fencing.SafetyMarginSeconds = opts.Fencing.SafetyMarginSeconds
+		spec.Fencing.OutOfService = opts.Fencing.OutOfService
 	}
 	fcOnConsumer := &ferryv1alpha1.ForeignCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: string(provider.id)},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -182,5 +183,33 @@ func TestUnpeerOfNoPeeringFailsNamingBothClusters(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestFencingFlags(t *testing.T) {
+	f, err := FencingFlags(8*time.Second, 4*time.Second, true, true)
+	if err != nil || f.LeaseDurationSeconds != 8 || f.SafetyMarginSeconds != 4 || !f.OutOfService || f.SelfFencing != nil {
+		t.Fatalf("FencingFlags = %+v, %v", f, err)
+	}
+	if f, err := FencingFlags(0, 0, false, true); err != nil || f != (ferryv1alpha1.Fencing{}) {
+		t.Fatalf("defaults: %+v, %v", f, err)
+	}
+	if f, err := FencingFlags(0, 0, false, false); err != nil || f.SelfFencing == nil || *f.SelfFencing {
+		t.Fatalf("self-fencing off: %+v, %v", f, err)
+	}
+	for _, bad := range []struct {
+		lease, margin time.Duration
+		oos, self     bool
+		flag          string
+	}{
+		{3 * time.Second, 0, false, true, "--lease-duration"},
+		{4500 * time.Millisecond, 0, false, true, "--lease-duration"},
+		{0, 500 * time.Millisecond, false, true, "--fencing-margin"},
+		{0, 25 * time.Hour, false, true, "--fencing-margin"},
+		{0, 0, true, false, "--out-of-service-failover"},
+	} {
+		if _, err := FencingFlags(bad.lease, bad.margin, bad.oos, bad.self); err == nil || !strings.Contains(err.Error(), bad.flag) {
+			t.Errorf("FencingFlags(%v, %v, %v, %v) = %v, want an error naming %s", bad.lease, bad.margin, bad.oos, bad.self, err, bad.flag)
+		}
 	}
 }
