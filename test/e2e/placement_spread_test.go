@@ -39,29 +39,10 @@ var _ = Describe("Placement: spread across clusters, RuntimeClass ferry", Label(
 	// offload offloads a new namespace to providers with strategy (and
 	// schedulerName, "" for the default scheduler) and returns it with its
 	// twin namespaces once Ready.
-	offload := func(ctx context.Context, prefix string, strategy ferryv1alpha1.PodOffloadingStrategy, scheduler string, providers ...string) (string, map[ferryv1alpha1.ClusterID]string) {
+	offload := func(ctx context.Context, prefix string, strategy ferryv1alpha1.PodOffloadingStrategy, scheduler string, providers ...ferryv1alpha1.ClusterID) (string, map[ferryv1alpha1.ClusterID]string) {
 		GinkgoHelper()
 		ns := framework.CreateNamespace(ctx, consumer, prefix)
-		Expect(consumer.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName},
-			Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: strategy, SchedulerName: scheduler,
-				ClusterSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
-					{Key: ferryv1alpha1.LabelClusterID, Operator: corev1.NodeSelectorOpIn, Values: providers}}}}}},
-		})).To(Succeed())
-		twins := map[ferryv1alpha1.ClusterID]string{}
-		Eventually(func(g Gomega) {
-			var nso ferryv1alpha1.NamespaceOffloading
-			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
-			g.Expect(nso.Status.Clusters).To(HaveLen(len(providers)))
-			for _, c := range nso.Status.Clusters {
-				g.Expect(c.Phase).To(Equal(ferryv1alpha1.OffloadingReady), "cluster %s", c.ClusterID)
-				twins[c.ClusterID] = c.TwinNamespace
-			}
-			var namespace corev1.Namespace
-			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: ns}, &namespace)).To(Succeed())
-			g.Expect(namespace.Labels).To(HaveKeyWithValue(ferryv1alpha1.LabelOffloadingEnabled, "true"))
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
-		return ns, twins
+		return ns, framework.OffloadNamespaceTo(ctx, consumer, ns, ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: strategy, SchedulerName: scheduler}, providers...)
 	}
 	nodeLabels := func(ctx context.Context, g Gomega, c *testbed.Cluster, name string) map[string]string {
 		var n corev1.Node

@@ -43,30 +43,7 @@ var _ = Describe("Storage fabric", Label("storage"), Ordered, func() {
 	offload := func(ctx context.Context, prefix string, strategy ferryv1alpha1.PodOffloadingStrategy, providers ...ferryv1alpha1.ClusterID) (string, map[ferryv1alpha1.ClusterID]string) {
 		GinkgoHelper()
 		ns := framework.CreateNamespace(ctx, consumer, prefix)
-		ids := make([]string, len(providers))
-		for i, p := range providers {
-			ids[i] = string(p)
-		}
-		Expect(consumer.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName},
-			Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: strategy, SchedulerName: ferrySchedulerName,
-				ClusterSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
-					{Key: ferryv1alpha1.LabelClusterID, Operator: corev1.NodeSelectorOpIn, Values: ids}}}}}},
-		})).To(Succeed())
-		twins := map[ferryv1alpha1.ClusterID]string{}
-		Eventually(func(g Gomega) {
-			var nso ferryv1alpha1.NamespaceOffloading
-			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
-			g.Expect(nso.Status.Clusters).To(HaveLen(len(providers)))
-			for _, c := range nso.Status.Clusters {
-				g.Expect(c.Phase).To(Equal(ferryv1alpha1.OffloadingReady), "cluster %s", c.ClusterID)
-				twins[c.ClusterID] = c.TwinNamespace
-			}
-			var namespace corev1.Namespace
-			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Name: ns}, &namespace)).To(Succeed())
-			g.Expect(namespace.Labels).To(HaveKeyWithValue(ferryv1alpha1.LabelOffloadingEnabled, "true"))
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
-		return ns, twins
+		return ns, framework.OffloadNamespaceTo(ctx, consumer, ns, ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: strategy, SchedulerName: ferrySchedulerName}, providers...)
 	}
 	providerOf := func(id ferryv1alpha1.ClusterID) *testbed.Cluster {
 		return map[ferryv1alpha1.ClusterID]*testbed.Cluster{"eu": eu, "us": us}[id]

@@ -260,28 +260,10 @@ func (ts *twins) refresh(ctx context.Context, store cache.Store) {
 	}
 	// A pod waiting here is told the new reason: its namespace's
 	// NamespaceOffloading changed state (e.g. the provider refused it).
-	for ns, msg := range whyNot {
-		if prev, ok := ts.whyNot[ns]; !ok || prev != msg {
-			changed = append(changed, ns)
-		}
-	}
-	for ns := range ts.whyNot {
-		if _, ok := whyNot[ns]; !ok {
-			changed = append(changed, ns)
-		}
-	}
+	changed = appendChangedKeys(changed, ts.whyNot, whyNot)
 	ts.whyNot = whyNot
 	// A changed preference changes the deletion cost of the namespace's pods.
-	for ns, p := range preferences {
-		if prev, ok := ts.preferences[ns]; !ok || prev != p {
-			changed = append(changed, ns)
-		}
-	}
-	for ns := range ts.preferences {
-		if _, ok := preferences[ns]; !ok {
-			changed = append(changed, ns)
-		}
-	}
+	changed = appendChangedKeys(changed, ts.preferences, preferences)
 	ts.preferences = preferences
 	for local, t := range ts.byLocal {
 		c, ok := want[local]
@@ -408,4 +390,20 @@ func withSelector(opts metav1.ListOptions, selector string) *metav1.ListOptions 
 	opts.LabelSelector = selector
 	opts.FieldSelector = fields.Everything().String()
 	return &opts
+}
+
+// appendChangedKeys appends to keys every key whose value differs between
+// before and after, or that only one of them has.
+func appendChangedKeys[V comparable](keys []string, before, after map[string]V) []string {
+	for k, v := range after {
+		if prev, ok := before[k]; !ok || prev != v {
+			keys = append(keys, k)
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }

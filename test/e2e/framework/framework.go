@@ -115,6 +115,37 @@ func OffloadNamespace(ctx context.Context, c *testbed.Cluster, namespace string,
 	return OffloadNamespaceWith(ctx, c, namespace, provider, ferryv1alpha1.PodOffloadingRemote)
 }
 
+// OffloadNamespaceTo offloads namespace with spec to the providers given
+// (spec.clusterSelector is set to select exactly them) and returns its twin
+// namespace in each once every one is Ready and the namespace carries the
+// offloading label.
+func OffloadNamespaceTo(ctx context.Context, c *testbed.Cluster, namespace string, spec ferryv1alpha1.NamespaceOffloadingSpec, providers ...ferryv1alpha1.ClusterID) map[ferryv1alpha1.ClusterID]string {
+	GinkgoHelper()
+	ids := make([]string, len(providers))
+	for i, p := range providers {
+		ids[i] = string(p)
+	}
+	spec.ClusterSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: ferryv1alpha1.LabelClusterID, Operator: corev1.NodeSelectorOpIn, Values: ids}}}}}
+	Expect(c.Client.Create(ctx, &ferryv1alpha1.NamespaceOffloading{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ferryv1alpha1.NamespaceOffloadingName}, Spec: spec,
+	})).To(Succeed())
+	twins := map[ferryv1alpha1.ClusterID]string{}
+	Eventually(func(g Gomega) {
+		var nso ferryv1alpha1.NamespaceOffloading
+		g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
+		g.Expect(nso.Status.Clusters).To(HaveLen(len(providers)))
+		for _, cl := range nso.Status.Clusters {
+			g.Expect(cl.Phase).To(Equal(ferryv1alpha1.OffloadingReady), "cluster %s", cl.ClusterID)
+			twins[cl.ClusterID] = cl.TwinNamespace
+		}
+		var ns corev1.Namespace
+		g.Expect(c.Client.Get(ctx, client.ObjectKey{Name: namespace}, &ns)).To(Succeed())
+		g.Expect(ns.Labels).To(HaveKeyWithValue(ferryv1alpha1.LabelOffloadingEnabled, "true"))
+	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	return twins
+}
+
 // OffloadNamespaceWith offloads namespace to provider alone with the pod
 // offloading strategy given and returns its twin namespace there once Ready.
 func OffloadNamespaceWith(ctx context.Context, c *testbed.Cluster, namespace string, provider ferryv1alpha1.ClusterID, strategy ferryv1alpha1.PodOffloadingStrategy) string {
