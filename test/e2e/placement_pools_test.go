@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/test/e2e/framework"
-	"github.com/ferry-io/ferry/test/localscheduler"
 	"github.com/ferry-io/ferry/test/testbed"
 	vknode "github.com/ferry-io/ferry/virtualkubelet/node"
 )
@@ -92,9 +90,7 @@ var _ = Describe("Node pools", Label("placement", "pools"), Ordered, func() {
 		health := vknode.Options{HealthCheckPeriod: 500 * time.Millisecond, HealthCheckTimeout: 400 * time.Millisecond, FailureThreshold: 3}
 		framework.StartFerry(ctx, consumer, "consumer", framework.FerryOptions{Health: health, VirtualKubeletBinary: framework.BuildVirtualKubelet(ctx)})
 		framework.StartFerry(ctx, provider, "provider", framework.FerryOptions{Health: health})
-		s, err := localscheduler.Start(context.Background(), filepath.Join(framework.RepoRoot(), "manifests", "scheduler", "config.yaml"), consumer.KubeconfigPath, GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred(), "start ferry-scheduler")
-		DeferCleanup(s.Stop)
+		framework.StartFerryScheduler(consumer)
 
 		out, err := ferryctl(ctx, "peer", "--consumer-kubeconfig", consumer.KubeconfigPath, "--provider-kubeconfig", provider.KubeconfigPath,
 			"--node-pool-label", poolKey, "--timeout", "90s")

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -18,8 +17,6 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/test/e2e/framework"
-	"github.com/ferry-io/ferry/test/localscheduler"
-	"github.com/ferry-io/ferry/test/localwebhook"
 	"github.com/ferry-io/ferry/test/testbed"
 )
 
@@ -147,12 +144,8 @@ var _ = Describe("Placement preference", Label("placement", "preference"), Order
 		for _, c := range clusters {
 			framework.ApplyManifests(ctx, c, "base")
 		}
-		stop, err := localwebhook.Run(ctx, consumer.Config, consumer.Client, framework.RepoRoot())
-		Expect(err).NotTo(HaveOccurred(), "start ferry-webhook")
-		DeferCleanup(stop)
-		s, err := localscheduler.Start(context.Background(), filepath.Join(framework.RepoRoot(), "manifests", "scheduler", "config.yaml"), consumer.KubeconfigPath, GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred(), "start ferry-scheduler")
-		DeferCleanup(s.Stop)
+		framework.StartWebhookInProcess(ctx, consumer)
+		framework.StartFerryScheduler(consumer)
 		framework.StartFerry(ctx, consumer, "consumer", framework.FerryOptions{})
 		framework.StartFerry(ctx, provider, "provider", framework.FerryOptions{})
 		out, err := ferryctl(ctx, "peer", "--consumer-kubeconfig", consumer.KubeconfigPath, "--provider-kubeconfig", provider.KubeconfigPath, "--timeout", "90s")

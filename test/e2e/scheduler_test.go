@@ -19,7 +19,6 @@ import (
 	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/test/e2e/framework"
-	"github.com/ferry-io/ferry/test/localscheduler"
 	"github.com/ferry-io/ferry/test/testbed"
 )
 
@@ -134,9 +133,7 @@ var _ = Describe("ferry-scheduler", Label("scheduler"), Ordered, func() {
 			setShapes(ctx, n, "8")
 		}
 		// The scheduler outlives BeforeAll (whose context ends with it).
-		s, err := localscheduler.Start(context.Background(), filepath.Join(framework.RepoRoot(), "manifests", "scheduler", "config.yaml"), c.KubeconfigPath, GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred(), "start ferry-scheduler")
-		DeferCleanup(s.Stop)
+		framework.StartFerryScheduler(c)
 	})
 
 	It("ships manifests the API server accepts", func(ctx context.Context) {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -24,8 +23,6 @@ import (
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/storage"
 	"github.com/ferry-io/ferry/test/e2e/framework"
-	"github.com/ferry-io/ferry/test/localscheduler"
-	"github.com/ferry-io/ferry/test/localwebhook"
 	"github.com/ferry-io/ferry/test/testbed"
 )
 
@@ -191,12 +188,8 @@ var _ = Describe("Storage fabric", Label("storage"), Ordered, func() {
 			framework.ApplyManifests(ctx, c, "base")
 		}
 		framework.ApplyManifests(ctx, consumer, "storage")
-		stop, err := localwebhook.Run(ctx, consumer.Config, consumer.Client, framework.RepoRoot())
-		Expect(err).NotTo(HaveOccurred(), "start ferry-webhook")
-		DeferCleanup(stop)
-		s, err := localscheduler.Start(context.Background(), filepath.Join(framework.RepoRoot(), "manifests", "scheduler", "config.yaml"), consumer.KubeconfigPath, GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred(), "start ferry-scheduler")
-		DeferCleanup(s.Stop)
+		framework.StartWebhookInProcess(ctx, consumer)
+		framework.StartFerryScheduler(consumer)
 		framework.StartFerry(ctx, consumer, "consumer", framework.FerryOptions{})
 		for _, p := range []*testbed.Cluster{eu, us} {
 			framework.StartFerry(ctx, p, ferryv1alpha1.ClusterID(p.Name), framework.FerryOptions{})

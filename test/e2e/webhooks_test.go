@@ -34,7 +34,6 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/test/e2e/framework"
-	"github.com/ferry-io/ferry/test/localwebhook"
 	"github.com/ferry-io/ferry/test/testbed"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 	"github.com/ferry-io/ferry/webhooks"
@@ -92,9 +91,7 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 		consumer, provider = clusters[0], clusters[1]
 		for _, c := range clusters {
 			framework.ApplyManifests(ctx, c, "base")
-			stop, err := localwebhook.Run(ctx, c.Config, c.Client, framework.RepoRoot())
-			Expect(err).NotTo(HaveOccurred(), "start ferry-webhook for %s", c.Name)
-			DeferCleanup(stop)
+			framework.StartWebhookInProcess(ctx, c)
 		}
 		// As their own service accounts: these specs also prove the
 		// generated roles are enough (and the security specs, not more).

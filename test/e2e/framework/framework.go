@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/test/localscheduler"
+	"github.com/ferry-io/ferry/test/localwebhook"
 	"github.com/ferry-io/ferry/test/testbed"
 )
 
@@ -165,4 +167,23 @@ func OffloadNamespaceWith(ctx context.Context, c *testbed.Cluster, namespace str
 		twin = nso.Status.Clusters[0].TwinNamespace
 	}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 	return twin
+}
+
+// StartWebhookInProcess runs ferry-webhook in this process against c (its
+// configurations registered) until the spec or container ends.
+func StartWebhookInProcess(ctx context.Context, c *testbed.Cluster) {
+	GinkgoHelper()
+	stop, err := localwebhook.Run(ctx, c.Config, c.Client, RepoRoot())
+	Expect(err).NotTo(HaveOccurred(), "start ferry-webhook for %s", c.Name)
+	DeferCleanup(stop)
+}
+
+// StartFerryScheduler runs ferry-scheduler in this process with
+// manifests/scheduler/config.yaml against c until the spec or container
+// ends; it outlives the context of the BeforeAll that starts it.
+func StartFerryScheduler(c *testbed.Cluster) {
+	GinkgoHelper()
+	s, err := localscheduler.Start(context.Background(), filepath.Join(RepoRoot(), "manifests", "scheduler", "config.yaml"), c.KubeconfigPath, GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred(), "start ferry-scheduler")
+	DeferCleanup(s.Stop)
 }
