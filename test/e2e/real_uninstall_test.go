@@ -16,11 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,7 +43,7 @@ func realSnapshotBeforeInstall(ctx context.Context) {
 				return err
 			}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "node %s's Lease", n.Name)
 		}
-		realBeforeInstall[c] = realObjects(ctx, c, "")
+		realBeforeInstall[c] = allObjects(ctx, c, "")
 	}
 }
 
@@ -102,7 +98,7 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 			g.Expect(provider.Client.Get(ctx, client.ObjectKey{Namespace: twin, Name: name}, obj)).To(Succeed(), "%T %s reflected", obj, name)
 		}
 	}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
-	fromNS := realObjects(ctx, provider, ferryv1alpha1.LabelOriginNamespace+"="+ns)
+	fromNS := allObjects(ctx, provider, ferryv1alpha1.LabelOriginNamespace+"="+ns)
 	Expect(fromNS).NotTo(BeEmpty())
 	GinkgoWriter.Printf("in the provider, labelled %s=%s before unoffloading:\n  %s\n", ferryv1alpha1.LabelOriginNamespace, ns, strings.Join(fromNS, "\n  "))
 
@@ -115,7 +111,7 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 		err := provider.Client.Get(ctx, client.ObjectKey{Name: twin}, &corev1.Namespace{})
 		g.Expect(client.IgnoreNotFound(err)).To(Succeed())
 		g.Expect(err).To(HaveOccurred(), "twin namespace %s still there", twin)
-		g.Expect(realObjects(ctx, provider, ferryv1alpha1.LabelOriginNamespace+"="+ns)).To(BeEmpty())
+		g.Expect(allObjects(ctx, provider, ferryv1alpha1.LabelOriginNamespace+"="+ns)).To(BeEmpty())
 		var spods ferryv1alpha1.ShadowPodList
 		g.Expect(provider.Client.List(ctx, &spods)).To(Succeed())
 		g.Expect(spods.Items).To(BeEmpty())
@@ -146,7 +142,7 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 		var nodes corev1.NodeList
 		g.Expect(consumer.Client.List(ctx, &nodes)).To(Succeed())
 		g.Expect(nodes.Items).To(ConsistOf(HaveField("Name", consumer.RealNodes[0].Name)))
-		g.Expect(realObjects(ctx, provider, ferryv1alpha1.LabelOriginCluster+"="+string(realConsumerID))).To(BeEmpty())
+		g.Expect(allObjects(ctx, provider, ferryv1alpha1.LabelOriginCluster+"="+string(realConsumerID))).To(BeEmpty())
 	}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
 	By("helm uninstall on the consumer")
@@ -169,12 +165,12 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 
 	By("the provider is as it was before the install")
 	for _, c := range []*testbed.Cluster{provider, consumer} {
-		now := realObjects(ctx, c, "")
+		now := allObjects(ctx, c, "")
 		GinkgoWriter.Printf("%s right after the uninstall: added since the install:\n  %s\ngone since the install:\n  %s\n", c.Name,
 			strings.Join(realAdded(realBeforeInstall[c], now), "\n  "), strings.Join(realAdded(now, realBeforeInstall[c]), "\n  "))
 	}
 	Eventually(func(g Gomega) {
-		now := realObjects(ctx, provider, "")
+		now := allObjects(ctx, provider, "")
 		g.Expect(realAdded(realBeforeInstall[provider], now)).To(BeEmpty(), "objects of the provider that were not there before the install")
 		g.Expect(realAdded(now, realBeforeInstall[provider])).To(BeEmpty(), "objects of the provider that were there before the install and are gone")
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
@@ -187,7 +183,7 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 	kept := append(realKeptByHelmUninstall(string(realConsumerID)), csrs...)
 	slices.Sort(kept)
 	Eventually(func(g Gomega) {
-		now := realObjects(ctx, consumer, "")
+		now := allObjects(ctx, consumer, "")
 		g.Expect(realAdded(realBeforeInstall[consumer], now)).To(Equal(kept), "objects of the consumer that were not there before the install")
 		g.Expect(realAdded(now, realBeforeInstall[consumer])).To(BeEmpty(), "objects of the consumer that were there before the install and are gone")
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
@@ -198,7 +194,7 @@ func realUnoffloadAndUninstall(ctx context.Context) {
 	out, err = consumer.Kubectl(ctx, "delete", "namespace", charts.Namespace, "--wait")
 	Expect(err).NotTo(HaveOccurred(), out)
 	Eventually(func(g Gomega) {
-		now := realObjects(ctx, consumer, "")
+		now := allObjects(ctx, consumer, "")
 		g.Expect(realAdded(realBeforeInstall[consumer], now)).To(Equal(csrs), "objects of the consumer that were not there before the install")
 		g.Expect(realAdded(now, realBeforeInstall[consumer])).To(BeEmpty(), "objects of the consumer that were there before the install and are gone")
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
@@ -260,38 +256,5 @@ func realAdded(before, now []string) []string {
 			out = append(out, o)
 		}
 	}
-	return out
-}
-
-// realLabelledObjects lists every object of every listable kind c serves that
-// matches the label selector, as "group/kind namespace/name".
-func realObjects(ctx context.Context, c *testbed.Cluster, selector string) []string {
-	GinkgoHelper()
-	config := rest.CopyConfig(c.Config)
-	// Listing every kind meets deprecated ones (v1 Endpoints,
-	// ComponentStatus): not this spec's concern.
-	config.WarningHandler = rest.NoWarnings{}
-	dc, err := discovery.NewDiscoveryClientForConfig(config)
-	Expect(err).NotTo(HaveOccurred())
-	dyn, err := dynamic.NewForConfig(config)
-	Expect(err).NotTo(HaveOccurred())
-	lists, err := dc.ServerPreferredResources()
-	Expect(err).NotTo(HaveOccurred())
-	var out []string
-	for _, l := range lists {
-		gv, err := schema.ParseGroupVersion(l.GroupVersion)
-		Expect(err).NotTo(HaveOccurred())
-		for _, r := range l.APIResources {
-			if !slices.Contains(r.Verbs, "list") || r.Kind == "Event" {
-				continue
-			}
-			items, err := dyn.Resource(gv.WithResource(r.Name)).List(ctx, metav1.ListOptions{LabelSelector: selector})
-			Expect(err).NotTo(HaveOccurred(), "list %s", r.Name)
-			for _, it := range items.Items {
-				out = append(out, fmt.Sprintf("%s/%s %s/%s", gv.Group, r.Kind, it.GetNamespace(), it.GetName()))
-			}
-		}
-	}
-	slices.Sort(out)
 	return out
 }
