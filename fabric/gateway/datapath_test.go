@@ -201,22 +201,40 @@ func TestDataPathJoinsClustersWithOnePodCIDR(t *testing.T) {
 	if err := reg.Register(col); err != nil {
 		t.Fatal(err)
 	}
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			got[f.GetName()] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	gather := func() map[string]float64 {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
 		}
+		got := map[string]float64{}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				got[f.GetName()] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+		return got
 	}
+	got := gather()
 	for _, name := range []string{"ferry_gateway_peer_sent_packets_total", "ferry_gateway_peer_received_bytes_total",
 		"ferry_gateway_peer_tunnel_sent_bytes_total", "ferry_gateway_peer_last_handshake_timestamp_seconds",
-		"ferry_gateway_peer_round_trip_seconds", "ferry_gateway_peer_up", "ferry_gateway_nat_rules"} {
+		"ferry_gateway_peer_round_trip_seconds", "ferry_gateway_peer_reachable", "ferry_gateway_peer_up", "ferry_gateway_nat_rules"} {
 		if got[name] <= 0 {
 			t.Errorf("metric %s = %v, want > 0 (all: %v)", name, got[name], got)
 		}
+	}
+	if _, ok := got["ferry_gateway_peer_dropped_packets_total"]; !ok {
+		t.Errorf("no ferry_gateway_peer_dropped_packets_total for the peer (all: %v)", got)
+	}
+	// A failed probe: no round trip, and the peer is not reachable.
+	r.probes.Delete("eu")
+	r.probeErrs.Store("eu", "no echo reply")
+	got = gather()
+	if v, ok := got["ferry_gateway_peer_reachable"]; !ok || v != 0 {
+		t.Errorf("after a failed probe ferry_gateway_peer_reachable = %v (present %v), want 0", v, ok)
+	}
+	if _, ok := got["ferry_gateway_peer_round_trip_seconds"]; ok {
+		t.Errorf("after a failed probe the round trip is still reported")
 	}
 
 	// Unpeering: an empty plan removes every link, route and rule.

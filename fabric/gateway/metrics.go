@@ -14,7 +14,7 @@ type collector struct {
 	r     *Reconciler
 	rules atomic.Int64
 
-	rxBytes, txBytes, rxPackets, txPackets, wgRx, wgTx, handshake, rtt, up, rulesDesc, dropped *prometheus.Desc
+	rxBytes, txBytes, rxPackets, txPackets, peerDropped, wgRx, wgTx, handshake, rtt, reachable, up, rulesDesc, dropped *prometheus.Desc
 }
 
 func newCollector(r *Reconciler) *collector {
@@ -24,10 +24,14 @@ func newCollector(r *Reconciler) *collector {
 		txBytes:   prometheus.NewDesc("ferry_gateway_peer_sent_bytes_total", "Bytes forwarded to the peer through the tunnel (nftables counter).", peer, nil),
 		rxPackets: prometheus.NewDesc("ferry_gateway_peer_received_packets_total", "Packets forwarded from the peer through the tunnel (nftables counter).", peer, nil),
 		txPackets: prometheus.NewDesc("ferry_gateway_peer_sent_packets_total", "Packets forwarded to the peer through the tunnel (nftables counter).", peer, nil),
+		peerDropped: prometheus.NewDesc("ferry_gateway_peer_dropped_packets_total",
+			"Packets from the peer through the tunnel, or for it into the tunnel, that the forward filter dropped (nftables counter; also in ferry_gateway_forward_dropped_packets_total).", peer, nil),
 		wgRx:      prometheus.NewDesc("ferry_gateway_peer_tunnel_received_bytes_total", "Bytes WireGuard received from the peer, with its own overhead.", peer, nil),
 		wgTx:      prometheus.NewDesc("ferry_gateway_peer_tunnel_sent_bytes_total", "Bytes WireGuard sent to the peer, with its own overhead.", peer, nil),
 		handshake: prometheus.NewDesc("ferry_gateway_peer_last_handshake_timestamp_seconds", "Unix time of the last WireGuard handshake with the peer.", peer, nil),
 		rtt:       prometheus.NewDesc("ferry_gateway_peer_round_trip_seconds", "Last measured round trip to the peer's gateway through the tunnel.", peer, nil),
+		reachable: prometheus.NewDesc("ferry_gateway_peer_reachable",
+			"1 when the last ICMP echo through the tunnel to the peer's gateway pod (every 10 s) was answered, 0 when it was not; absent while the peer's gateway address is unknown.", peer, nil),
 		up:        prometheus.NewDesc("ferry_gateway_peer_up", "1 when the tunnel to the peer had a handshake in the last 3 minutes.", peer, nil),
 		rulesDesc: prometheus.NewDesc("ferry_gateway_nat_rules", "nftables rules the gateway installed.", nil, nil),
 		dropped: prometheus.NewDesc("ferry_gateway_forward_dropped_packets_total",
@@ -38,7 +42,7 @@ func newCollector(r *Reconciler) *collector {
 func (c *collector) setRules(n int) { c.rules.Store(int64(n)) }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.rxBytes, c.txBytes, c.rxPackets, c.txPackets, c.wgRx, c.wgTx, c.handshake, c.rtt, c.up, c.rulesDesc, c.dropped} {
+	for _, d := range []*prometheus.Desc{c.rxBytes, c.txBytes, c.rxPackets, c.txPackets, c.peerDropped, c.wgRx, c.wgTx, c.handshake, c.rtt, c.reachable, c.up, c.rulesDesc, c.dropped} {
 		ch <- d
 	}
 }
@@ -52,6 +56,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.txBytes, prometheus.CounterValue, float64(n.TxBytes), peer)
 			ch <- prometheus.MustNewConstMetric(c.rxPackets, prometheus.CounterValue, float64(n.RxPackets), peer)
 			ch <- prometheus.MustNewConstMetric(c.txPackets, prometheus.CounterValue, float64(n.TxPackets), peer)
+			ch <- prometheus.MustNewConstMetric(c.peerDropped, prometheus.CounterValue, float64(n.DroppedPackets), peer)
 		}
 	}
 	if dropped, err := c.r.DataPlane.ForwardDropped(); err == nil {
@@ -79,6 +84,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, name)
 		if rtt, ok := c.r.probes.Load(name); ok {
 			ch <- prometheus.MustNewConstMetric(c.rtt, prometheus.GaugeValue, rtt.(time.Duration).Seconds(), name)
+			ch <- prometheus.MustNewConstMetric(c.reachable, prometheus.GaugeValue, 1, name)
+		} else if _, failed := c.r.probeErrs.Load(name); failed {
+			ch <- prometheus.MustNewConstMetric(c.reachable, prometheus.GaugeValue, 0, name)
 		}
 	}
 }

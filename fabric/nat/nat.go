@@ -53,8 +53,10 @@
 // front of the gateway that routes the pod CIDR through it, a pod's packet
 // to anything but a peer, a peer's packet from outside its Addresses (which
 // WireGuard's allowed IPs drop before, this is the second line) or to
-// anything but Local, and one peer's traffic to another (no transit). The
-// chain's policy stays accept: forwarded traffic that touches none of these
+// anything but Local, and one peer's traffic to another (no transit).
+// Drops from one of a peer's Addresses through the tunnel, or to one of
+// them into it, are also counted for that peer ("drop-<peer>", Counters).
+// The chain's policy stays accept: forwarded traffic that touches none of these
 // (neither the tunnel, the Overlay link nor a Local address) is not the
 // gateway's and passes, and the hook sees neither the gateway's own traffic
 // (WireGuard's UDP, the VXLAN from the nodes, probes, metrics: input and
@@ -141,6 +143,11 @@ type Counters struct {
 	// of the peer's addresses (with the forward filter: those it accepts,
 	// from a Local address by the Overlay link).
 	TxPackets, TxBytes uint64
+	// DroppedPackets and DroppedBytes count what the forward filter
+	// dropped from the peer (through the tunnel, not to a Local address)
+	// or for it (into the tunnel, not from a Local address by the Overlay
+	// link); also counted in "forward-dropped". Zero without the filter.
+	DroppedPackets, DroppedBytes uint64
 }
 
 // Names of the table's chains and of the peers' counter objects.
@@ -149,10 +156,11 @@ const (
 	chainPostrouting = "postrouting"
 	chainForward     = "forward"
 
-	rxPrefix = "rx-"
-	txPrefix = "tx-"
+	rxPrefix   = "rx-"
+	txPrefix   = "tx-"
+	dropPrefix = "drop-"
 	// forwardDropped counts what the forward filter drops. It starts with
-	// neither prefix, so no peer's counters take its name.
+	// none of the prefixes, so no peer's counters take its name.
 	forwardDropped = "forward-dropped"
 )
 
@@ -218,6 +226,9 @@ func applyOnce(c *nftables.Conn, rs Ruleset, hook func(*nftables.Conn, *nftables
 	}
 	if rs.filters() {
 		wantCounters[forwardDropped] = true
+		for _, p := range rs.Peers {
+			wantCounters[dropPrefix+p.Name] = true
+		}
 	}
 
 	// Creating an existing table is a no-op; flushing it deletes every
@@ -404,6 +415,11 @@ func ReadCounters(ns *netns.Namespace, table string) (map[string]Counters, error
 			peer := strings.TrimPrefix(name, txPrefix)
 			v := out[peer]
 			v.TxPackets, v.TxBytes = cnt.Packets, cnt.Bytes
+			out[peer] = v
+		case strings.HasPrefix(name, dropPrefix):
+			peer := strings.TrimPrefix(name, dropPrefix)
+			v := out[peer]
+			v.DroppedPackets, v.DroppedBytes = cnt.Packets, cnt.Bytes
 			out[peer] = v
 		}
 	}

@@ -526,7 +526,7 @@ func TestForwardFilter(t *testing.T) {
 	}
 	rs.Overlay = l.routerClient
 	n := mustApply(t, l.router, rs)
-	checkContents(t, readContents(t, l.router, testTable), n, "forward-dropped", "rx-other", "rx-remote", "tx-other", "tx-remote")
+	checkContents(t, readContents(t, l.router, testTable), n, "drop-other", "drop-remote", "forward-dropped", "rx-other", "rx-remote", "tx-other", "tx-remote")
 	dropped := func() Dropped {
 		t.Helper()
 		d, err := ReadForwardDropped(l.router, testTable)
@@ -547,9 +547,17 @@ func TestForwardFilter(t *testing.T) {
 			mustDial(t, l.server, f.server, netip.AddrPortFrom(translate(t, egress, f.clientB), clients[f.name]), f.clientB, f.server)
 
 			before := dropped().Packets
+			peerBefore := stableCounters(t, l.router)["remote"].DroppedPackets
 			mustNotConnect(t, l.client, f.outside, server)
+			peerDropped := stableCounters(t, l.router)["remote"].DroppedPackets - peerBefore
+			if peerDropped == 0 {
+				t.Errorf("a connection to peer remote from outside Local was not counted as dropped for remote")
+			}
 			mustNotConnect(t, l.client, f.client, netip.AddrPortFrom(f.stranger, server.Port()))
 			mustNotConnect(t, l.server, f.stranger, netip.AddrPortFrom(f.client, clients[f.name]))
+			if got := stableCounters(t, l.router)["remote"].DroppedPackets - peerBefore; got != peerDropped {
+				t.Errorf("drops of no peer's traffic counted for remote: %d, want %d", got, peerDropped)
+			}
 			if got := dropped().Packets - before; got < 3 {
 				t.Errorf("the filter counted %d packets dropped, want at least one per refused connection (3)", got)
 			}

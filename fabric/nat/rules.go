@@ -167,6 +167,27 @@ func buildRules(rs Ruleset, chains map[string]*nftables.Chain) []*nftables.Rule 
 	drop := func(what string, match ...[]expr.Any) {
 		add(chainForward, "ferry: drop what else is forwarded "+what, append(match, countInto(forwardDropped), verdict(expr.VerdictDrop))...)
 	}
+	// What a peer sent, or what was meant for it, that the rules above did
+	// not accept is counted for that peer as well.
+	for _, p := range rs.Peers {
+		for _, a := range p.Addresses {
+			f := familyOf(a)
+			add(chainForward, fmt.Sprintf("ferry peer %s: drop the rest from %s", p.Name, a),
+				matchNFProto(f),
+				matchIfname(expr.MetaKeyIIFNAME, rs.Tunnel),
+				matchPrefix(f.saddrOff, a),
+				countInto(dropPrefix+p.Name),
+				countInto(forwardDropped),
+				verdict(expr.VerdictDrop))
+			add(chainForward, fmt.Sprintf("ferry peer %s: drop the rest to %s", p.Name, a),
+				matchNFProto(f),
+				matchIfname(expr.MetaKeyOIFNAME, rs.Tunnel),
+				matchPrefix(f.daddrOff, a),
+				countInto(dropPrefix+p.Name),
+				countInto(forwardDropped),
+				verdict(expr.VerdictDrop))
+		}
+	}
 	for _, link := range []string{rs.Tunnel, rs.Overlay} {
 		drop("from "+link, matchIfname(expr.MetaKeyIIFNAME, link))
 		drop("to "+link, matchIfname(expr.MetaKeyOIFNAME, link))

@@ -198,7 +198,8 @@ func TestBuildRules(t *testing.T) {
 
 	// With the filter: an accept each way for every address of a peer and
 	// local prefix of one family, then drops from and to the tunnel and
-	// the overlay link, and to and from each local prefix.
+	// the overlay link, and to and from each local prefix, after a drop
+	// each way for every address of a peer (counted for it).
 	rs.Local, rs.Overlay = prefixes("10.244.0.0/16", "fd44::/64"), "vx0"
 	count = map[string]int{}
 	verdicts := map[expr.VerdictKind]int{}
@@ -210,7 +211,7 @@ func TestBuildRules(t *testing.T) {
 			}
 		}
 	}
-	accepts, drops := 2*(3+1), 4+2*2
+	accepts, drops := 2*(3+1), 2*(3+1)+4+2*2
 	if n := 2 + accepts + drops; count[chainForward] != n {
 		t.Errorf("filtering %s: %d rules, want %d", chainForward, count[chainForward], n)
 	}
