@@ -7,9 +7,13 @@ Each START,END is a window in the recording's clock (record with
 hack/notes/fabric-profile-bench.patch applied). Prints, per window, the
 share of samples per bucket (self time of the leaf symbol), and the
 samples per bucket so that windows with different throughput can be
-compared per byte by the caller.
+compared per byte by the caller. PERF_PIDS (a comma list: the bench's
+process, whose threads are named "exe" after netlab's re-exec, and the
+ksoftirqd threads) keeps only those processes' samples, for a machine
+shared with other work.
 """
 import collections
+import os
 import re
 import subprocess
 import sys
@@ -45,7 +49,8 @@ def bucket(sym):
 def window(data, w):
     out = subprocess.run(
         ["perf", "report", "-i", data, "--time", w, "--no-children", "--sort", "sym",
-         "--stdio", "-g", "none", "--percent-limit", "0", "-F", "sample,sym"],
+         "--stdio", "-g", "none", "--percent-limit", "0", "-F", "sample,sym"]
+        + (["--pid", os.environ["PERF_PIDS"]] if os.environ.get("PERF_PIDS") else []),
         capture_output=True, text=True, check=True).stdout
     counts = collections.Counter()
     for line in out.splitlines():
