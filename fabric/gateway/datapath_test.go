@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -318,7 +319,9 @@ func TestDataPathKeepsAFlowThroughAKeyRotation(t *testing.T) {
 // the gateways' node. The machine is shared, so the legs take turns: five
 // rounds, each a 1 s TCP stream and 400 echo round trips per leg, in an
 // order that rotates from round to round. It prints each leg and a RESULT
-// line with the ratios to bare wireguard-go.
+// line with the ratios to bare wireguard-go, of throughput and of bits
+// moved per CPU second of the process (cpu_ratio, which other work on the
+// machine does not skew).
 func BenchmarkFabric(b *testing.B) {
 	if !netlab.Isolated() {
 		b.Skip("needs root: runs in a network namespace of its own")
@@ -342,7 +345,7 @@ func BenchmarkFabric(b *testing.B) {
 	}
 	for range b.N {
 		for _, l := range legs {
-			l.bps, l.rtts = nil, nil
+			l.bps, l.rtts, l.bits, l.cpu = nil, nil, 0, 0
 		}
 		for r := range rounds {
 			for k := range legs {
@@ -357,11 +360,12 @@ func BenchmarkFabric(b *testing.B) {
 		fmt.Printf("RESULT fabric throughput_ratio=%.2f added_p50_us=%d gateway_node_throughput_ratio=%.2f gateway_node_added_p50_us=%d "+
 			"throughput_gbps=%.2f gateway_node_throughput_gbps=%.2f bare_wireguard_go_gbps=%.2f "+
 			"latency_p50_us=%d gateway_node_p50_us=%d bare_p50_us=%d latency_p99_us=%d gateway_node_p99_us=%d bare_p99_us=%d "+
-			"target_throughput_ratio=0.8 target_added_p50_us=100\n",
+			"cpu_ratio=%.2f gateway_node_cpu_ratio=%.2f target_throughput_ratio=0.8 target_added_p50_us=100\n",
 			cross.bps/bare.bps, (cross.p50 - bare.p50).Microseconds(), local.bps/bare.bps, (local.p50 - bare.p50).Microseconds(),
 			cross.bps/1e9, local.bps/1e9, bare.bps/1e9,
 			cross.p50.Microseconds(), local.p50.Microseconds(), bare.p50.Microseconds(),
-			cross.p99.Microseconds(), local.p99.Microseconds(), bare.p99.Microseconds())
+			cross.p99.Microseconds(), local.p99.Microseconds(), bare.p99.Microseconds(),
+			legs[0].perCPU()/legs[2].perCPU(), legs[1].perCPU()/legs[2].perCPU())
 	}
 }
 
@@ -373,6 +377,8 @@ type leg struct {
 	at       netip.Addr
 	bps      []float64       // per round
 	rtts     []time.Duration // every round trip of every round
+	bits     float64         // moved by the streams of every round
+	cpu      time.Duration   // the bench process's CPU time during them
 }
 
 // result is a leg's measurement: mean throughput in bit/s over its rounds
@@ -414,10 +420,13 @@ func (l *leg) serve(ctx context.Context, b *testing.B) {
 // round measures a stream of d and n round trips.
 func (l *leg) round(ctx context.Context, b *testing.B, d time.Duration, n int) {
 	b.Helper()
+	cpu := cpuTime(b)
 	bps, err := l.from.Throughput(ctx, netip.AddrPortFrom(l.at, 5201), d)
 	if err != nil {
 		b.Fatalf("%s: %v", l.name, err)
 	}
+	l.cpu += cpuTime(b) - cpu
+	l.bits += bps * d.Seconds()
 	rtts, err := l.from.RoundTrips(ctx, netip.AddrPortFrom(l.at, 5202), n)
 	if err != nil {
 		b.Fatalf("%s: %v", l.name, err)
@@ -431,6 +440,23 @@ func (l *leg) result() result {
 		sum += v
 	}
 	return result{bps: sum / float64(len(l.bps)), p50: netlab.Percentile(l.rtts, 0.50), p99: netlab.Percentile(l.rtts, 0.99)}
+}
+
+// perCPU is the bits the leg's streams moved per second of the bench
+// process's CPU time (its threads: wireguard-go, the pods' sockets, and
+// the kernel's forwarding that runs in their system calls; this kernel
+// charges softirq work to the thread it runs on). The ratio of two legs'
+// is what their throughput ratio would be were both bound by the same
+// CPUs, whatever else runs on the machine.
+func (l *leg) perCPU() float64 { return l.bits / l.cpu.Seconds() }
+
+// cpuTime returns the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // rounds formats the leg's throughput per round in Gbit/s.
