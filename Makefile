@@ -150,7 +150,7 @@ bench-testbed: testbed ## Start-up time and memory of test-bed clusters; ends wi
 	$(GO) test -run '^$$' -bench BenchmarkClusterStart -benchtime 5x ./test/testbed/
 
 .PHONY: bench-fabric
-bench-fabric: ## TCP throughput and latency pod to pod through ferry's gateways, VXLAN and NAT against bare wireguard-go, in network namespaces (root); ends with a RESULT line.
+bench-fabric: ## TCP throughput and latency pod to pod through ferry's gateways, VXLAN and NAT (pods on another node than the gateways, and on theirs) against bare wireguard-go, in network namespaces (root), legs in alternating rounds; ends with a RESULT line (throughput_ratio, added_p50_us, cpu_ratio).
 	$(GO) test -run '^$$' -bench BenchmarkFabric -benchtime 1x ./fabric/gateway/
 
 .PHONY: bench-real

@@ -21,8 +21,9 @@ type Cluster struct {
 	// Index is the cluster's place in the lab: it picks the underlay
 	// 198.18.<Index>.0/24 and the WAN subnet 198.19.<Index>.0/24.
 	Index int
-	// Router is the underlay: a bridge to every node, routing each node's
-	// pod subnet to that node.
+	// Router is the underlay: a bridge to every node (which the nodes
+	// cross to reach each other's pod subnets), routing each node's pod
+	// subnet to that node for anything else on the underlay.
 	Router *netns.Namespace
 	// RouterIP is the router's underlay address, the nodes' default
 	// gateway: 198.18.<Index>.254.
@@ -200,9 +201,10 @@ func upWithAddr(name string, a netip.Addr, bits int) (netlink.Link, error) {
 // with a bridge, 198.18.<i>.254/24, where i is the cluster's index, and
 // routes to each node's pod subnet via the node; node namespaces, node k
 // at 198.18.<i>.<k+1>/24 on a veth to the bridge, with a default route to
-// the router, forwarding on, and an unreachable route for their pod subnet
-// (so that packets to pods that do not exist fail fast). Clusters may share
-// pod subnets: each is a world of its own.
+// the router, a route to every other node's pod subnet via that node (over
+// the bridge, not through the router), forwarding on, and an unreachable
+// route for their pod subnet (so that packets to pods that do not exist
+// fail fast). Clusters may share pod subnets: each is a world of its own.
 func (l *Lab) AddCluster(name string, podSubnets []netip.Prefix) (*Cluster, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -328,6 +330,34 @@ func (c *Cluster) build(podSubnets []netip.Prefix) error {
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", node.Name, err)
+		}
+	}
+	return c.routeNodeToNode()
+}
+
+// routeNodeToNode gives every node a route to every other node's pod
+// subnet via that node's underlay address, as a host-gw CNI (flannel's
+// host-gw, Calico without encapsulation) does on a shared L2 underlay: node
+// to node traffic crosses the router's bridge switched, never routed. A
+// router routing it would send it back out of the bridge device it came
+// in on, and a bridge device segments UDP-tunnel GSO packets (VXLAN from a
+// node to a gateway on another node) in software, which no real L2 underlay
+// does with a NIC that keeps tx-udp_tnl-segmentation.
+func (c *Cluster) routeNodeToNode() error {
+	for _, n := range c.Nodes {
+		err := inNS(n.NS, func() error {
+			for _, m := range c.Nodes {
+				if m == n {
+					continue
+				}
+				if err := netlink.RouteAdd(&netlink.Route{Dst: ipNet(m.PodSubnet), Gw: m.IP.AsSlice()}); err != nil {
+					return fmt.Errorf("route %s via %s: %w", m.PodSubnet, m.IP, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", n.Name, err)
 		}
 	}
 	return nil

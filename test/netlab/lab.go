@@ -2,14 +2,15 @@
 // network namespaces, for ferry's tests and its demo.
 //
 // A Lab has one "internet" namespace (WAN) and any number of clusters. A
-// cluster is a router namespace, which stands for the nodes' underlay and
-// routes each node's pod subnet to that node (like a host-gw CNI), node
-// namespaces joined to it by veths, and pod namespaces joined to their node
-// by a veth (eth0, a /32 and a link-local next hop, Calico style). A
-// gateway pod has a second interface, "wan", to the WAN namespace: it
-// stands for the LoadBalancer or NodePort path to the gateway's endpoint.
-// An outsider (AddOutsider) is a host on that side of the WAN that is
-// neither a gateway nor a peer.
+// cluster is a router namespace, which stands for the nodes' underlay (an
+// L2 segment, its bridge, and a router on it that routes each node's pod
+// subnet to that node), node namespaces joined to it by veths, which route
+// each other's pod subnets directly over that segment (like a host-gw
+// CNI), and pod namespaces joined to their node by a veth (eth0, a /32 and
+// a link-local next hop, Calico style). A gateway pod has a second
+// interface, "wan", to the WAN namespace: it stands for the LoadBalancer or
+// NodePort path to the gateway's endpoint. An outsider (AddOutsider) is a
+// host on that side of the WAN that is neither a gateway nor a peer.
 //
 // Address plan (IPv4 only; cluster index i = 0, 1, ... in AddCluster order):
 //

@@ -518,3 +518,53 @@ func TestInvalid(t *testing.T) {
 		t.Errorf("WAN links changed: %v, then %v", before, after)
 	}
 }
+
+// TestNodeToNodeOverTheUnderlay checks that traffic between pods on two
+// nodes crosses the underlay's bridge without the router forwarding it: a
+// router that does routes it back out of the bridge device, which segments
+// GSO packets in software (see routeNodeToNode).
+func TestNodeToNodeOverTheUnderlay(t *testing.T) {
+	l := newLab(t)
+	c := addCluster(t, l, "c", subnet0, subnet1)
+	a := addPod(t, c, 0, "a", "10.244.0.10")
+	b := addPod(t, c, 1, "b", "10.244.1.10")
+	serve(t, "echo in "+b.String(), b.ServeEcho, 8080)
+	payload := make([]byte, 1<<20)
+	before := forwarded(t, c.Router)
+	if err := a.Echo(timeout(t, 10*time.Second), at(b.IP, 8080), payload); err != nil {
+		t.Fatal(err)
+	}
+	if got := forwarded(t, c.Router) - before; got != 0 {
+		t.Errorf("the router forwarded %d packets of a pod-to-pod echo across nodes, want 0", got)
+	}
+}
+
+// forwarded reads the IPv4 ForwDatagrams counter of ns.
+func forwarded(t *testing.T, ns *netns.Namespace) int64 {
+	t.Helper()
+	var n int64 = -1
+	err := ns.Do(func() error {
+		snmp, err := os.ReadFile("/proc/thread-self/net/snmp")
+		if err != nil {
+			return err
+		}
+		lines := bytes.Split(snmp, []byte("\n"))
+		for i := 0; i+1 < len(lines); i++ {
+			names, values := bytes.Fields(lines[i]), bytes.Fields(lines[i+1])
+			if len(names) == 0 || string(names[0]) != "Ip:" || len(values) != len(names) {
+				continue
+			}
+			for k, name := range names {
+				if string(name) == "ForwDatagrams" {
+					_, err := fmt.Sscan(string(values[k]), &n)
+					return err
+				}
+			}
+		}
+		return errors.New("no Ip: ForwDatagrams in /proc/thread-self/net/snmp")
+	})
+	if err != nil {
+		t.Fatalf("read forwarded packets in %s: %v", ns, err)
+	}
+	return n
+}

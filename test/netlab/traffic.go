@@ -300,12 +300,23 @@ func (p *Pod) Throughput(ctx context.Context, addr netip.AddrPort, d time.Durati
 // connection from the pod to an echo server (ServeEcho or ServeSink) at
 // addr and returns the median and the 99th percentile (nearest rank).
 func (p *Pod) Latency(ctx context.Context, addr netip.AddrPort, n int) (p50, p99 time.Duration, err error) {
+	rtts, err := p.RoundTrips(ctx, addr, n)
+	if err != nil {
+		return 0, 0, err
+	}
+	return Percentile(rtts, 0.50), Percentile(rtts, 0.99), nil
+}
+
+// RoundTrips does n one-byte request/response round trips over one TCP
+// connection from the pod to an echo server (ServeEcho or ServeSink) at
+// addr and returns each one's time, in order.
+func (p *Pod) RoundTrips(ctx context.Context, addr netip.AddrPort, n int) ([]time.Duration, error) {
 	if n < 1 {
-		return 0, 0, fmt.Errorf("netlab: latency of %d round trips: want at least one", n)
+		return nil, fmt.Errorf("netlab: latency of %d round trips: want at least one", n)
 	}
 	c, done, err := p.dialFor(ctx, addr)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	defer done()
 	rtts := make([]time.Duration, n)
@@ -313,17 +324,25 @@ func (p *Pod) Latency(ctx context.Context, addr netip.AddrPort, n int) (p50, p99
 	for i := range rtts {
 		t := time.Now()
 		if _, err := c.Write(req); err != nil {
-			return 0, 0, p.failed(ctx, fmt.Sprintf("round trip %d: send to", i), addr, err)
+			return nil, p.failed(ctx, fmt.Sprintf("round trip %d: send to", i), addr, err)
 		}
 		if _, err := io.ReadFull(c, resp); err != nil {
-			return 0, 0, p.failed(ctx, fmt.Sprintf("round trip %d: read the reply of", i), addr, err)
+			return nil, p.failed(ctx, fmt.Sprintf("round trip %d: read the reply of", i), addr, err)
 		}
 		rtts[i] = time.Since(t)
 		if resp[0] != req[0] {
-			return 0, 0, fmt.Errorf("pod %s: round trip %d: %s replied %q to %q", p, i, addr, resp, req)
+			return nil, fmt.Errorf("pod %s: round trip %d: %s replied %q to %q", p, i, addr, resp, req)
 		}
 	}
-	slices.Sort(rtts)
-	rank := func(q float64) time.Duration { return rtts[int(math.Ceil(q*float64(n)))-1] }
-	return rank(0.50), rank(0.99), nil
+	return rtts, nil
+}
+
+// Percentile returns the q-quantile (0 < q <= 1, nearest rank) of ds, which
+// it sorts; 0 if ds is empty.
+func Percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[max(int(math.Ceil(q*float64(len(ds))))-1, 0)]
 }
