@@ -107,6 +107,14 @@ func (d *DataPlane) Apply(plan Plan, key wgtypes.Key) (Applied, error) {
 	if err := overlay.EnableForwarding(d.NS, d.Tunnel(), d.VXLAN()); err != nil {
 		return Applied{}, err
 	}
+	// NAT and the forward filter first, then the tunnel's peers and the
+	// routes into it: no packet is forwarded untranslated while a gateway
+	// takes over (its rules match links by name, so they may precede
+	// them). Teardown goes the other way: the tunnel, then the rules.
+	rules, err := nat.Apply(d.NS, plan.NAT(d.Table(), d.Tunnel(), d.VXLAN()))
+	if err != nil {
+		return Applied{}, err
+	}
 	cfg, epErrs := plan.WireGuard(key, d.ListenPort, func(s string) (*net.UDPAddr, error) { return net.ResolveUDPAddr("udp", s) })
 	cur, err := d.dev.Device()
 	if err != nil {
@@ -118,10 +126,6 @@ func (d *DataPlane) Apply(plan Plan, key wgtypes.Key) (Applied, error) {
 		}
 	}
 	if err := overlay.SyncRoutes(d.NS, plan.TunnelRoutes(d.Tunnel())); err != nil {
-		return Applied{}, err
-	}
-	rules, err := nat.Apply(d.NS, plan.NAT(d.Table(), d.Tunnel(), d.VXLAN()))
-	if err != nil {
 		return Applied{}, err
 	}
 	return Applied{Rules: rules, MTU: d.mtu, Kind: d.dev.Kind(), EndpointErrors: epErrs}, nil
