@@ -68,6 +68,8 @@ type DataPlane struct {
 	closed     bool
 	dev        *tunnel.Device
 	mtu, vxMTU int
+	// endpoints are the peers' endpoints as the plan last gave them.
+	endpoints map[wgtypes.Key]string
 }
 
 // errClosed: the data plane was closed (the process is stopping).
@@ -120,8 +122,13 @@ func (d *DataPlane) Apply(plan Plan, key wgtypes.Key) (Applied, error) {
 	if err != nil {
 		return Applied{}, err
 	}
+	if d.endpoints == nil {
+		d.endpoints = map[wgtypes.Key]string{}
+	}
+	cfg = followEndpoints(cur, cfg, d.endpoints)
 	if change, ok := delta(cur, cfg); ok {
 		if err := d.dev.Configure(change); err != nil {
+			clear(d.endpoints) // set every endpoint again next time
 			return Applied{}, err
 		}
 	}
@@ -205,6 +212,7 @@ func (d *DataPlane) teardown() error {
 		errs = append(errs, d.dev.Close())
 		d.dev = nil
 	}
+	clear(d.endpoints)
 	errs = append(errs, nat.Remove(d.NS, d.Table()), overlay.Remove(d.NS, d.Tunnel(), d.VXLAN()))
 	d.mtu, d.vxMTU = 0, 0
 	if err := errors.Join(errs...); err != nil {
