@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,6 +159,35 @@ func (p *udpProbe) stop() {
 	<-p.done
 }
 
+// klogTime matches the time of a klog line (I1126 22:05:32.873231 ...).
+var klogTime = regexp.MustCompile(`^[IWE]\d{4} (\d\d:\d\d:\d\d\.\d{6}) `)
+
+// logged is when, after since, a process's klog output last said what:
+// "+1.234s" after since, or "?" when it did not.
+func logged(log, what string, since time.Time) string {
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if !strings.Contains(lines[i], what) {
+			continue
+		}
+		m := klogTime.FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		t, err := time.Parse("15:04:05.000000", m[1])
+		if err != nil {
+			continue
+		}
+		y, mo, d := since.UTC().Date()
+		at := time.Date(y, mo, d, t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+		if at.Before(since) {
+			return "?"
+		}
+		return "+" + at.Sub(since).Round(time.Millisecond).String()
+	}
+	return "?"
+}
+
 // percentile of sorted durations (nearest rank).
 func percentile(sorted []time.Duration, q float64) time.Duration {
 	if len(sorted) == 0 {
@@ -292,7 +323,9 @@ var _ = Describe("Gateway high availability", Label("fabric", "ha"), Ordered, fu
 			pause := probe.longestGap(killed.Add(-100*time.Millisecond), time.Now())
 			now := holder(ctx, c)
 			Expect(now).NotTo(Equal(active), "the lease still names the killed replica")
-			GinkgoWriter.Printf("failover %d: killed %s's %s, %s took over; longest pause %s\n", i+1, name, active, now, pause.Round(time.Millisecond))
+			took := slices.IndexFunc(gwPods[name], func(p *netlab.Pod) bool { return p.Name == now })
+			GinkgoWriter.Printf("failover %d: killed %s's %s, %s took over (lease %s, tunnel %s after the kill); longest pause %s\n", i+1, name, active, now,
+				logged(replicas[name][took].Log(), "Became the active gateway replica", killed), logged(replicas[name][took].Log(), "Opened the tunnel", killed), pause.Round(time.Millisecond))
 			pauses = append(pauses, pause)
 			// The killed replica comes back (as its pod's container would)
 			// and stays passive.
