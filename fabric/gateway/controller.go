@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -88,6 +89,7 @@ type Reconciler struct {
 	// probeErrs holds why the last probe of a peer failed (cluster ID →
 	// string), said in its TunnelUp message.
 	probeErrs sync.Map
+	probing   atomic.Bool // a probe round runs
 	mu        sync.Mutex
 	names     map[string]string // public key → cluster ID, of the plan in force
 }
@@ -180,7 +182,7 @@ func (r *Reconciler) reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.probe(ctx, plan)
+	r.probeInBackground(ctx, plan)
 	if err := r.report(ctx, list.Items, plan, skipped, applied, dev, now); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -212,6 +212,8 @@ func (e *Elector) Start(ctx context.Context) error {
 		if e.held {
 			if e.renew(ctx) {
 				e.Log.V(4).Info("Renewed the gateway lease", "lease", e.LeaseName)
+			} else if !e.held {
+				// renew found the lease taken and stepped down.
 			} else if !e.now().Before(e.validUntil) {
 				e.stepDown("could not renew the lease before its renew deadline")
 			} else {

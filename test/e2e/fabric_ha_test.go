@@ -232,6 +232,36 @@ var _ = Describe("Gateway high availability", Label("fabric", "ha"), Ordered, fu
 		return n, nil
 	}
 
+	// watchTwoUp samples every cluster's replicas every 2 ms until the
+	// returned function is called, which says when two had the tunnel up.
+	watchTwoUp := func(ctx context.Context) func() []string {
+		var mu sync.Mutex
+		var twoUp []string
+		watchCtx, stop := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			for watchCtx.Err() == nil {
+				for _, name := range []string{"consumer", "eu"} {
+					if n, err := tunnelsUp(name); err == nil && n > 1 {
+						mu.Lock()
+						twoUp = append(twoUp, fmt.Sprintf("%s at %s", name, time.Now().Format(time.StampMilli)))
+						mu.Unlock()
+					}
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+		return func() []string {
+			stop()
+			<-watched
+			mu.Lock()
+			defer mu.Unlock()
+			return twoUp
+		}
+	}
+	var gwBin string
+
 	BeforeAll(func(ctx context.Context) {
 		if !netlab.Isolated() {
 			Skip("the data path needs root: the suite then runs in a network namespace of its own (netlab.Main)")
@@ -245,7 +275,7 @@ var _ = Describe("Gateway high availability", Label("fabric", "ha"), Ordered, fu
 		lab, err = netlab.New(netlab.Prefix())
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(lab.Close)
-		gwBin := framework.BuildGateway(ctx)
+		gwBin = framework.BuildGateway(ctx)
 		for _, c := range cs {
 			clusters[c.Name] = c
 			framework.ApplyManifests(ctx, c, "base")
@@ -287,23 +317,7 @@ var _ = Describe("Gateway high availability", Label("fabric", "ha"), Ordered, fu
 			})
 
 		By("watching that no cluster ever has two replicas with the tunnel up")
-		var mu sync.Mutex
-		var twoUp []string
-		watchCtx, stopWatch := context.WithCancel(ctx)
-		watched := make(chan struct{})
-		go func() {
-			defer close(watched)
-			for watchCtx.Err() == nil {
-				for _, name := range []string{"consumer", "eu"} {
-					if n, err := tunnelsUp(name); err == nil && n > 1 {
-						mu.Lock()
-						twoUp = append(twoUp, fmt.Sprintf("%s at %s", name, time.Now().Format(time.StampMilli)))
-						mu.Unlock()
-					}
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
-		}()
+		stopWatch := watchTwoUp(ctx)
 
 		const failovers = 10
 		var pauses []time.Duration
@@ -333,21 +347,83 @@ var _ = Describe("Gateway high availability", Label("fabric", "ha"), Ordered, fu
 			time.Sleep(1500 * time.Millisecond)
 			Expect(holder(ctx, c)).To(Equal(now), "the restarted replica took the lease from the active one")
 		}
-		stopWatch()
-		<-watched
+		twoUp := stopWatch()
 		slices.Sort(pauses)
 		summary := fmt.Sprintf("flow pause over %d failovers (SIGKILL of the active, UDP probe every 10 ms): p50 %s p99 %s max %s",
 			failovers, percentile(pauses, 0.5).Round(time.Millisecond), percentile(pauses, 0.99).Round(time.Millisecond), pauses[len(pauses)-1].Round(time.Millisecond))
 		GinkgoWriter.Println(summary)
 		AddReportEntry("gateway failover pause (netns)", summary)
-		mu.Lock()
 		Expect(twoUp).To(BeEmpty(), "two replicas had the tunnel up")
-		mu.Unlock()
 
 		By("every packet through the switches translated: the echo saw only the consumer pod's remapped address, the probe only the eu pod's")
 		Expect(serverSources()).To(HaveLen(1))
 		Expect(serverSources()).To(HaveKey(webSeen))
 		Expect(probe.replySources()).To(HaveLen(1))
 		Expect(probe.replySources()).To(HaveKey(apiAddr.String()))
+	})
+
+	It("never has two replicas active while the active one is cut off from its API server, or flaps", func(ctx context.Context) {
+		network := framework.WaitPeerNetwork(ctx, consumer, "consumer", "eu")
+		web, api := labs["consumer"].Pod("web"), labs["eu"].Pod("api")
+		Expect(web).NotTo(BeNil(), "needs the pods of the failover spec")
+		_, stopServer := serveUDPEcho(api, 9001)
+		DeferCleanup(stopServer)
+		apiAddr := netip.MustParseAddr(network.ProviderPodIP(api.IP.String()))
+
+		By("running eu's replicas through API proxies that can cut them off")
+		proxies := make([]*framework.APIProxy, 2)
+		for i, pod := range gwPods["eu"] {
+			replicas["eu"][i].Stop(ctx)
+			proxies[i] = framework.StartAPIProxy(eu, pod.Name)
+			replicas["eu"][i] = framework.StartGatewayReplica(ctx, gwBin, eu, "eu", lab, pod, i, "--kubeconfig", proxies[i].Kubeconfig)
+		}
+		probe := startUDPProbe(web, netip.AddrPortFrom(apiAddr, 9001), 10*time.Millisecond)
+		DeferCleanup(probe.stop)
+		Eventually(func() time.Duration { return time.Since(probe.last()) }).WithContext(ctx).WithTimeout(60 * time.Second).
+			Should(BeNumerically("<", 100*time.Millisecond))
+		stopWatch := watchTwoUp(ctx)
+		index := func(name string) int {
+			return slices.IndexFunc(gwPods["eu"], func(p *netlab.Pod) bool { return p.Name == name })
+		}
+
+		By("cutting the active replica off from the API server")
+		active := holder(ctx, eu)
+		a := index(active)
+		Expect(a).To(BeNumerically(">=", 0))
+		cut := time.Now()
+		proxies[a].Cut(true)
+		Eventually(func() string { return holder(ctx, eu) }).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(10 * time.Millisecond).
+			ShouldNot(Equal(active))
+		Eventually(probe.last).WithContext(ctx).WithTimeout(10*time.Second).WithPolling(5*time.Millisecond).Should(BeTemporally(">", cut.Add(100*time.Millisecond)),
+			"the flow did not resume after the partition; new active's log:\n%s", replicas["eu"][1-a].Log())
+		time.Sleep(time.Second)
+		n, err := tunnelsUp("eu")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n).To(Equal(1), "the cut-off replica removed its tunnel, the other has one")
+		GinkgoWriter.Printf("partition of eu's active %s: longest pause %s (cut-off replica: %s after the cut)\n", active,
+			probe.longestGap(cut.Add(-100*time.Millisecond), time.Now()).Round(time.Millisecond), logged(replicas["eu"][a].Log(), "No longer the active gateway replica", cut))
+		proxies[a].Cut(false)
+		time.Sleep(3 * time.Second)
+		Expect(holder(ctx, eu)).NotTo(Equal(active), "the healed replica stays passive")
+
+		By("flapping each replica's API connection, shorter and longer than the renew deadline")
+		for round := range 12 {
+			i := index(holder(ctx, eu))
+			if i < 0 {
+				i = round % 2
+			}
+			down := []time.Duration{300 * time.Millisecond, 900 * time.Millisecond, 1200 * time.Millisecond}[round%3]
+			proxies[i].Cut(true)
+			time.Sleep(down)
+			proxies[i].Cut(false)
+			time.Sleep(400 * time.Millisecond)
+		}
+		for _, p := range proxies {
+			p.Cut(false)
+		}
+		twoUp := stopWatch()
+		Expect(twoUp).To(BeEmpty(), "two replicas had the tunnel up")
+		last := time.Now()
+		Eventually(probe.last).WithContext(ctx).WithTimeout(10*time.Second).Should(BeTemporally(">", last), "the flow resumes once the flapping ends")
 	})
 })

@@ -92,8 +92,8 @@ func gatewayPID(c *testbed.Cluster, pod string) int {
 
 // realGatewayFailover: two gateway replicas on each side (one real node:
 // both on it, behind the NodePort). Under UDP requests from a consumer
-// pod to an offloaded pod (ten loops, each a new socket and a netexec
-// request at a time), the active gateway's container is killed (SIGKILL
+// pod to an offloaded pod (one every 100 ms, each a new socket, none
+// waiting for another), the active gateway's container is killed (SIGKILL
 // of its process), twice on each side: the passive replica takes the
 // Lease, labels its pod (the Service's endpoint moves, kube-proxy's UDP
 // conntrack entry to the old pod with it) and handshakes with the peer,
@@ -116,19 +116,26 @@ func realGatewayFailover(ctx context.Context) {
 	var answered []time.Time
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for i := range 10 {
-		wg.Go(func() {
-			time.Sleep(time.Duration(i) * 30 * time.Millisecond)
-			for loopCtx.Err() == nil {
+	// A request every 100 ms, each on its own: one sent while the path is
+	// down waits out netexec's timeout, but does not hold up those after.
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-loopCtx.Done():
+				return
+			case <-tick.C:
+			}
+			wg.Go(func() {
 				if c.dialUDP(loopCtx, echo.Status.PodIP, netexecUDPPort) {
 					mu.Lock()
 					answered = append(answered, time.Now())
 					mu.Unlock()
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
-	}
+			})
+		}
+	})
 	defer func() { stopLoops(); wg.Wait() }()
 	lastAnswer := func() time.Time {
 		mu.Lock()
