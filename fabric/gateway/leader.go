@@ -144,6 +144,7 @@ func (l *Leadership) set(active bool) error {
 		err = l.teardown()
 	}
 	l.mu.Unlock()
+	activeGauge.Set(map[bool]float64{true: 1, false: 0}[active])
 	if was != active && l.changed != nil {
 		l.changed(active)
 	}
@@ -429,7 +430,6 @@ func addElection(mgr manager.Manager, cfg *rest.Config, o ElectionOptions, dp *D
 	lead := &Leadership{teardown: dp.Teardown, identity: o.Identity}
 	var lmu sync.Mutex
 	lead.changed = func(active bool) {
-		activeGauge.Set(map[bool]float64{true: 1, false: 0}[active])
 		if o.PodName == "" {
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -149,5 +150,29 @@ func TestElectionNeverTwoActive(t *testing.T) {
 	defer w.mu.Unlock()
 	if len(w.failed) > 0 {
 		t.Fatalf("two active replicas: %v", w.failed)
+	}
+}
+
+func TestActiveGauge(t *testing.T) {
+	down := 0
+	l := &Leadership{teardown: func() error { down++; return nil }}
+	for _, active := range []bool{true, false, true} {
+		if err := l.set(active); err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]float64{true: 1, false: 0}[active]
+		if got := testutil.ToFloat64(activeGauge); got != want || l.Active() != active {
+			t.Fatalf("after set(%t): ferry_gateway_active %v, Active() %t", active, got, l.Active())
+		}
+	}
+	if down != 1 {
+		t.Fatalf("teardowns %d, want 1 (on the step-down)", down)
+	}
+	if err := l.Do(func() error { return nil }); err != nil {
+		t.Fatalf("Do while active: %v", err)
+	}
+	_ = l.set(false)
+	if err := l.Do(func() error { t.Fatal("ran while passive"); return nil }); err != errPassive {
+		t.Fatalf("Do while passive: %v, want errPassive", err)
 	}
 }
