@@ -101,6 +101,10 @@ type GatewayStatus struct {
 	// TunnelKind is "kernel" (WireGuard module) or "userspace" (wireguard-go).
 	// +optional
 	TunnelKind string `json:"tunnelKind,omitempty"`
+	// Replica is the active gateway replica (its pod name, the holder of
+	// the gateway Lease); empty when the gateway runs without election.
+	// +optional
+	Replica string `json:"replica,omitempty"`
 }
 
 // TunnelStatus is the state of the gateway's tunnel to one peer.

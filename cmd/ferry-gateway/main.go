@@ -83,6 +83,14 @@ func runGateway(args []string, klogFlags *flag.FlagSet) error {
 	fs.StringVar(&g.KeySecret, "key-secret", "ferry-gateway-key", "Secret in ferry-system holding the WireGuard keys (made on first start)")
 	fs.DurationVar(&g.KeyRotation, "key-rotation", 0, "replace the WireGuard key this often (0: only when the key Secret is annotated ferry.io/rotate-key)")
 	fs.DurationVar(&g.RotationGrace, "key-rotation-grace", gateway.DefaultRotationGrace, "notice given to peers between publishing a new key and switching to it")
+	e := &g.Election
+	fs.BoolVar(&e.Enabled, "leader-elect", false, "run active/passive with the other replicas by a Lease in ferry-system: only the holder installs the tunnel, NAT and routes and publishes its endpoint")
+	fs.StringVar(&e.LeaseName, "leader-elect-lease-name", gateway.DefaultLeaseName, "the Lease in ferry-system the replicas elect the active one by")
+	fs.StringVar(&e.Identity, "leader-elect-identity", os.Getenv("POD_NAME"), "this replica's name in the Lease (default: $POD_NAME)")
+	fs.StringVar(&e.PodName, "pod-name", os.Getenv("POD_NAME"), "this replica's pod in ferry-system, labelled "+gateway.LabelActive+"=true while active so that the gateway Service selects only it (default: $POD_NAME; empty: no label)")
+	fs.DurationVar(&e.LeaseDuration, "leader-elect-lease-duration", gateway.DefaultLeaseDuration, "a passive replica takes the Lease once it has seen it unrenewed this long")
+	fs.DurationVar(&e.RenewDeadline, "leader-elect-renew-deadline", gateway.DefaultRenewDeadline, "the active replica tears its tunnel down when it has not renewed the Lease this long after sending its last renewal (at least 100ms less than the lease duration)")
+	fs.DurationVar(&e.RetryPeriod, "leader-elect-retry-period", gateway.DefaultRetryPeriod, "how often the active renews the Lease and a passive tries to take it")
 	fs.AddGoFlagSet(klogFlags)
 	c.parse(fs, args)
 

@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -77,6 +79,9 @@ type Reconciler struct {
 	Now func() time.Time
 	// Health, when set, records each reconcile's outcome (readiness).
 	Health *Health
+	// Leader, when set, is this replica's part in the active/passive
+	// election: a passive replica installs and publishes nothing.
+	Leader *Leadership
 
 	keys    *keyStore
 	metrics *collector
@@ -84,6 +89,7 @@ type Reconciler struct {
 	// probeErrs holds why the last probe of a peer failed (cluster ID →
 	// string), said in its TunnelUp message.
 	probeErrs sync.Map
+	probing   atomic.Bool // a probe round runs
 	mu        sync.Mutex
 	names     map[string]string // public key → cluster ID, of the plan in force
 }
@@ -111,6 +117,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 
 func (r *Reconciler) reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
 	now := r.Now()
+	if !r.Leader.Active() {
+		return ctrl.Result{}, nil // woken when it becomes active
+	}
 	var local ferryv1alpha1.NetworkConfig
 	if err := r.Get(ctx, client.ObjectKey{Namespace: ferryv1alpha1.SystemNamespace, Name: string(r.ClusterID)}, &local); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -138,7 +147,14 @@ func (r *Reconciler) reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	applied, err := r.DataPlane.Apply(plan, keys.Current)
+	var applied Applied
+	err = r.Leader.Do(func() (err error) {
+		applied, err = r.DataPlane.Apply(plan, keys.Current)
+		return err
+	})
+	if errors.Is(err, errPassive) {
+		return ctrl.Result{}, nil
+	}
 	if err != nil {
 		r.metrics.setRules(0)
 		err = fmt.Errorf("install the tunnel, routes and NAT: %w", err)
@@ -166,7 +182,7 @@ func (r *Reconciler) reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.probe(ctx, plan)
+	r.probeInBackground(ctx, plan)
 	if err := r.report(ctx, list.Items, plan, skipped, applied, dev, now); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -213,10 +229,12 @@ func (r *Reconciler) publish(ctx context.Context, local *ferryv1alpha1.NetworkCo
 		want.NextPublicKey = keys.Next.PublicKey().String()
 		want.RotateAt = &metav1.Time{Time: keys.RotateAt}
 	}
-	if equality.Semantic.DeepEqual(local.Spec.Gateway, want) {
+	if equality.Semantic.DeepEqual(local.Spec.Gateway, want) || !r.Leader.Active() {
 		return nil
 	}
-	patch := client.MergeFrom(local.DeepCopy())
+	// Optimistic: a replica that lost the lease since it read the
+	// NetworkConfig never overwrites the new active's endpoint.
+	patch := client.MergeFromWithOptions(local.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	local.Spec.Gateway = want
 	if err := r.Patch(ctx, local, patch); err != nil {
 		return fmt.Errorf("publish the gateway's endpoint in NetworkConfig %s: %w", local.Name, err)
@@ -227,14 +245,14 @@ func (r *Reconciler) publish(ctx context.Context, local *ferryv1alpha1.NetworkCo
 // publishStatus tells this cluster's route agents where the gateway is.
 func (r *Reconciler) publishStatus(ctx context.Context, local *ferryv1alpha1.NetworkConfig, applied Applied) error {
 	want := &ferryv1alpha1.GatewayStatus{OverlayAddress: r.PodAddress.String(), VXLANPort: int32(r.DataPlane.VXLANPort),
-		VNI: int32(r.DataPlane.VNI), MTU: int32(applied.MTU), TunnelKind: applied.Kind}
+		VNI: int32(r.DataPlane.VNI), MTU: int32(applied.MTU), TunnelKind: applied.Kind, Replica: r.Leader.Identity()}
 	if applied.MTU == 0 {
 		want = nil // no peer, no tunnel: nodes remove their routes
 	}
-	if equality.Semantic.DeepEqual(local.Status.Gateway, want) {
+	if equality.Semantic.DeepEqual(local.Status.Gateway, want) || !r.Leader.Active() {
 		return nil
 	}
-	patch := client.MergeFrom(local.DeepCopy())
+	patch := client.MergeFromWithOptions(local.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	local.Status.Gateway = want
 	if err := r.Status().Patch(ctx, local, patch); err != nil {
 		return fmt.Errorf("publish the gateway's overlay address: %w", err)
@@ -374,6 +392,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(&corev1.Service{}, all, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == ferryv1alpha1.SystemNamespace && o.GetName() == s.Service
 		})))
+	}
+	if r.Leader != nil {
+		b = b.WatchesRawSource(r.Leader.source())
 	}
 	return b.Complete(r)
 }

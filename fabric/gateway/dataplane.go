@@ -68,6 +68,8 @@ type DataPlane struct {
 	closed     bool
 	dev        *tunnel.Device
 	mtu, vxMTU int
+	// endpoints are the peers' endpoints as the plan last gave them.
+	endpoints map[wgtypes.Key]string
 }
 
 // errClosed: the data plane was closed (the process is stopping).
@@ -107,21 +109,30 @@ func (d *DataPlane) Apply(plan Plan, key wgtypes.Key) (Applied, error) {
 	if err := overlay.EnableForwarding(d.NS, d.Tunnel(), d.VXLAN()); err != nil {
 		return Applied{}, err
 	}
+	// NAT and the forward filter first, then the tunnel's peers and the
+	// routes into it: no packet is forwarded untranslated while a gateway
+	// takes over (its rules match links by name, so they may precede
+	// them). Teardown goes the other way: the tunnel, then the rules.
+	rules, err := nat.Apply(d.NS, plan.NAT(d.Table(), d.Tunnel(), d.VXLAN()))
+	if err != nil {
+		return Applied{}, err
+	}
 	cfg, epErrs := plan.WireGuard(key, d.ListenPort, func(s string) (*net.UDPAddr, error) { return net.ResolveUDPAddr("udp", s) })
 	cur, err := d.dev.Device()
 	if err != nil {
 		return Applied{}, err
 	}
+	if d.endpoints == nil {
+		d.endpoints = map[wgtypes.Key]string{}
+	}
+	cfg = followEndpoints(cur, cfg, d.endpoints)
 	if change, ok := delta(cur, cfg); ok {
 		if err := d.dev.Configure(change); err != nil {
+			clear(d.endpoints) // set every endpoint again next time
 			return Applied{}, err
 		}
 	}
 	if err := overlay.SyncRoutes(d.NS, plan.TunnelRoutes(d.Tunnel())); err != nil {
-		return Applied{}, err
-	}
-	rules, err := nat.Apply(d.NS, plan.NAT(d.Table(), d.Tunnel(), d.VXLAN()))
-	if err != nil {
 		return Applied{}, err
 	}
 	return Applied{Rules: rules, MTU: d.mtu, Kind: d.dev.Kind(), EndpointErrors: epErrs}, nil
@@ -201,6 +212,7 @@ func (d *DataPlane) teardown() error {
 		errs = append(errs, d.dev.Close())
 		d.dev = nil
 	}
+	clear(d.endpoints)
 	errs = append(errs, nat.Remove(d.NS, d.Table()), overlay.Remove(d.NS, d.Tunnel(), d.VXLAN()))
 	d.mtu, d.vxMTU = 0, 0
 	if err := errors.Join(errs...); err != nil {

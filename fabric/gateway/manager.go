@@ -72,6 +72,8 @@ func newManager(cfg *rest.Config, o Options, gateway bool) (manager.Manager, err
 type GatewayOptions struct {
 	Options
 	Settings
+	// Election makes replicas active/passive by a Lease.
+	Election ElectionOptions
 }
 
 // NewGateway builds ferry-gateway's manager. When the manager stops, the
@@ -83,11 +85,21 @@ func NewGateway(cfg *rest.Config, o GatewayOptions) (manager.Manager, error) {
 	if !o.PodAddress.IsValid() {
 		return nil, fmt.Errorf("--pod-address is required: the gateway pod's IP, which nodes reach it at")
 	}
+	if err := o.Election.Validate(); err != nil {
+		return nil, err
+	}
 	mgr, err := newManager(cfg, o.Options, true)
 	if err != nil {
 		return nil, err
 	}
 	r := &Reconciler{Client: mgr.GetClient(), ClusterID: o.ClusterID, Settings: o.Settings, Health: &Health{}}
+	if o.Election.Enabled {
+		if r.Leader, err = addElection(mgr, cfg, o.Election, o.DataPlane); err != nil {
+			return nil, err
+		}
+	} else {
+		activeGauge.Set(1)
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

@@ -103,3 +103,12 @@ func registerCollector(c *collector) error {
 	}
 	return nil
 }
+
+// activeGauge is ferry_gateway_active: 1 on the replica holding the
+// gateway Lease (or on a gateway without election), 0 on a passive one.
+var activeGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "ferry_gateway_active",
+	Help: "1 on the active gateway replica (the holder of the gateway Lease, or a gateway run without --leader-elect), 0 on a passive one.",
+})
+
+func init() { ctrlmetrics.Registry.MustRegister(activeGauge) }

@@ -20,6 +20,20 @@ const probeTimeout = time.Second
 
 var probeSeq atomic.Uint32
 
+// probeInBackground starts a probe round unless one runs: a probe waiting
+// out its timeout (a peer gateway failing over) never holds up the
+// reconcile, which must install a peer's new endpoint at once. The report
+// shows the last finished round.
+func (r *Reconciler) probeInBackground(ctx context.Context, plan Plan) {
+	if !r.probing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer r.probing.Store(false)
+		r.probe(ctx, plan)
+	}()
+}
+
 // probe measures the round trip to each peer's gateway pod through the
 // tunnel (an ICMP echo, which the NAT and connection tracking carry like
 // any flow) and keeps the last result per peer.

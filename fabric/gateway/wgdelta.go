@@ -64,3 +64,48 @@ func ipNets(ns []net.IPNet) []string {
 	slices.SortFunc(out, strings.Compare)
 	return out
 }
+
+// followEndpoints adjusts want, the plan's device configuration, to the
+// endpoints the plan gave before (last: peer key → endpoint, updated):
+//
+//   - a peer whose published endpoint is unchanged keeps the device's
+//     endpoint, which WireGuard moves to wherever the peer's authenticated
+//     packets come from (roaming): a peer gateway that failed over reaches
+//     this one from its new address long before its NetworkConfig does;
+//   - a peer whose published endpoint changed (it failed over, or moved)
+//     is replaced, which drops the session to the old address and sends a
+//     handshake to the new one at once: without it, data would go on under
+//     the old session, which the new peer replica cannot read, until
+//     WireGuard's 15-second timeout.
+func followEndpoints(cur *wgtypes.Device, want wgtypes.Config, last map[wgtypes.Key]string) wgtypes.Config {
+	have := map[wgtypes.Key]bool{}
+	if cur != nil {
+		for _, p := range cur.Peers {
+			have[p.PublicKey] = true
+		}
+	}
+	out := want
+	out.Peers = nil
+	for _, p := range want.Peers {
+		ep := ""
+		if p.Endpoint != nil {
+			ep = p.Endpoint.String()
+		}
+		prev, known := last[p.PublicKey]
+		switch {
+		case !have[p.PublicKey] || !known:
+		case prev == ep:
+			p.Endpoint = nil // the device's, roamed or not
+		default:
+			out.Peers = append(out.Peers, wgtypes.PeerConfig{PublicKey: p.PublicKey, Remove: true})
+		}
+		last[p.PublicKey] = ep
+		out.Peers = append(out.Peers, p)
+	}
+	for k := range last {
+		if !slices.ContainsFunc(want.Peers, func(p wgtypes.PeerConfig) bool { return p.PublicKey == k }) {
+			delete(last, k)
+		}
+	}
+	return out
+}

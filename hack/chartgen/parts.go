@@ -104,7 +104,7 @@ var workloads = map[string]workload{
 		args: map[string]string{"--leader-elect": ".Values.scheduler.leaderElection"},
 	},
 	"ferry-gateway": {
-		image: "gateway", resources: ".Values.network.gateway.resources", security: ".Values.network.gateway.securityContext",
+		image: "gateway", replicas: ".Values.network.gateway.replicas", resources: ".Values.network.gateway.resources", security: ".Values.network.gateway.securityContext",
 		args:      map[string]string{"--cluster-id": clusterID},
 		extraArgs: []item{{open: "with .Values.network.gateway.endpoint", entry: `{{ printf "--endpoint=%s" . | quote }}`}},
 	},

@@ -424,7 +424,8 @@ func realGatewayRestart(ctx context.Context) {
 		})
 		// Traffic flows before the deletion.
 		time.Sleep(3 * time.Second)
-		pods, err := side.Kube.CoreV1().Pods(charts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=ferry-gateway"})
+		// The active replica (of two, active/passive).
+		pods, err := side.Kube.CoreV1().Pods(charts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=ferry-gateway,ferry.io/gateway-active=true"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(pods.Items).To(HaveLen(1))
 		old := pods.Items[0]
@@ -442,7 +443,8 @@ func realGatewayRestart(ctx context.Context) {
 				gone = time.Now()
 			}
 			if ready.IsZero() {
-				g.Expect(pods.Items).To(ConsistOf(HaveField("Status.ContainerStatuses", ConsistOf(HaveField("Ready", true)))), "a new gateway pod of %s, Ready", side.Name)
+				g.Expect(pods.Items).To(HaveLen(2))
+				g.Expect(pods.Items).To(HaveEach(HaveField("Status.ContainerStatuses", ConsistOf(HaveField("Ready", true)))), "a new gateway pod of %s, Ready", side.Name)
 				ready = time.Now()
 			}
 			mu.Lock()

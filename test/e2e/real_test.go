@@ -224,6 +224,7 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	It("serves pods on both sides through a LocalAndRemote namespace's Service with endpoints in both clusters", realLocalAndRemoteService)
 	It("carries 1400-byte and 64 KiB requests both ways over a 1400-byte underlay", realLargePackets)
 	It("recovers cross-cluster traffic by itself when a gateway pod is deleted", realGatewayRestart)
+	It("fails over to the passive gateway replica when the active one's container is killed; the peer follows", Label("ha"), realGatewayFailover)
 
 	// Last: ferry is gone after it.
 	It("unoffloads a namespace, leaving nothing of its twin in the provider; unpeers and uninstalls, leaving what README says", realUnoffloadAndUninstall)

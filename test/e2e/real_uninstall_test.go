@@ -216,7 +216,8 @@ func realKeptByHelmUninstall(id string) []string {
 		"/Secret " + sys + "/ferry-gateway-key",         // the gateway's WireGuard key
 		"coordination.k8s.io/Lease " + sys + "/ferry-controller-manager",
 		"coordination.k8s.io/Lease " + sys + "/ferry-scheduler",
-		"ferry.io/NetworkConfig " + sys + "/" + id, // the cluster's own networks
+		"coordination.k8s.io/Lease " + sys + "/ferry-gateway", // the gateway replicas' election
+		"ferry.io/NetworkConfig " + sys + "/" + id,            // the cluster's own networks
 		"apiregistration.k8s.io/APIService /v1alpha1.ferry.io",
 	}
 	for _, crd := range []string{"foreignclusters", "namespaceoffloadings", "networkconfigs", "peeringquotas", "resourceslices", "shadowpods", "twinnamespaces", "virtualnodes"} {

@@ -186,7 +186,11 @@ func printStatus(out io.Writer, o *output, st *clusterStatus, now time.Time) err
 	}
 	local, peers := networkRows(st.NetworkConfigs, st.ForeignClusters, now)
 	if local != nil {
-		fmt.Fprintf(out, "\nthis cluster: pod CIDR %s, service CIDR %s, external CIDR %s\n", local[0], local[1], local[2])
+		fmt.Fprintf(out, "\nthis cluster: pod CIDR %s, service CIDR %s, external CIDR %s", local[0], local[1], local[2])
+		if local[3] != "" {
+			fmt.Fprintf(out, ", active gateway replica %s", local[3])
+		}
+		fmt.Fprintln(out)
 	}
 	if len(peers) > 0 {
 		if local == nil {
@@ -223,7 +227,10 @@ func networkRows(ncs []ferryv1alpha1.NetworkConfig, fcs []ferryv1alpha1.ForeignC
 		switch nc.Labels[ferryv1alpha1.LabelNetworkConfig] {
 		case ferryv1alpha1.NetworkConfigLocal:
 			if nc.Namespace == ferryv1alpha1.SystemNamespace {
-				local = []string{orDash(nc.Spec.PodCIDR), orDash(nc.Spec.ServiceCIDR), orDash(nc.Spec.ExternalCIDR)}
+				local = []string{orDash(nc.Spec.PodCIDR), orDash(nc.Spec.ServiceCIDR), orDash(nc.Spec.ExternalCIDR), ""}
+				if g := nc.Status.Gateway; g != nil && g.Replica != "" {
+					local[3] = g.Replica // the gateway Lease's holder
+				}
 			}
 		case ferryv1alpha1.NetworkConfigPeer:
 			seen := orDash(nc.Status.RemappedPodCIDR)

@@ -19,7 +19,8 @@ func TestNetworkRowsShowCIDRsAndRemaps(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	remapped := []metav1.Condition{{Type: ferryv1alpha1.NetworkConfigRemapped, Status: metav1.ConditionTrue, Reason: "Remapped"}}
 	ncs := []ferryv1alpha1.NetworkConfig{
-		nc("ferry-system", "home", "local", ferryv1alpha1.NetworkConfigSpec{ClusterID: "home", PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", ExternalCIDR: "10.64.0.0/16"}, ferryv1alpha1.NetworkConfigStatus{}),
+		nc("ferry-system", "home", "local", ferryv1alpha1.NetworkConfigSpec{ClusterID: "home", PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", ExternalCIDR: "10.64.0.0/16"},
+			ferryv1alpha1.NetworkConfigStatus{Gateway: &ferryv1alpha1.GatewayStatus{Replica: "ferry-gateway-7d9f-abcde"}}),
 		nc("ferry-system", "us", "peer", ferryv1alpha1.NetworkConfigSpec{ClusterID: "us", PodCIDR: "10.244.0.0/16"},
 			ferryv1alpha1.NetworkConfigStatus{Conditions: []metav1.Condition{{Type: ferryv1alpha1.NetworkConfigRemapped, Status: metav1.ConditionFalse, Reason: "PoolExhausted"}}}),
 		// eu is consumer and provider: its tenant copy knows less.
@@ -34,7 +35,7 @@ func TestNetworkRowsShowCIDRsAndRemaps(t *testing.T) {
 	fcs := []ferryv1alpha1.ForeignCluster{{Spec: ferryv1alpha1.ForeignClusterSpec{ClusterID: "eu"},
 		Status: ferryv1alpha1.ForeignClusterStatus{Conditions: []metav1.Condition{{Type: ferryv1alpha1.ForeignClusterNetworkReady, Status: metav1.ConditionTrue, Reason: "TunnelUp"}}}}}
 	local, rows := networkRows(ncs, fcs, now)
-	if want := []string{"10.244.0.0/16", "10.96.0.0/12", "10.64.0.0/16"}; !equality.Semantic.DeepEqual(local, want) {
+	if want := []string{"10.244.0.0/16", "10.96.0.0/12", "10.64.0.0/16", "ferry-gateway-7d9f-abcde"}; !equality.Semantic.DeepEqual(local, want) {
 		t.Errorf("local = %v, want %v", local, want)
 	}
 	want := [][]string{
