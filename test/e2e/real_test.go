@@ -225,6 +225,9 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	It("carries 1400-byte and 64 KiB requests both ways over a 1400-byte underlay", realLargePackets)
 	It("recovers cross-cluster traffic by itself when a gateway pod is deleted", realGatewayRestart)
 
+	// ferryctl test network (real_testnet_test.go).
+	It("ferryctl test network passes every path both ways, names the scaled-down gateway for the cross-cluster ones, and leaves nothing behind", Label("testnet"), realTestNetwork)
+
 	// Last: ferry is gone after it.
 	It("unoffloads a namespace, leaving nothing of its twin in the provider; unpeers and uninstalls, leaving what README says", realUnoffloadAndUninstall)
 })
