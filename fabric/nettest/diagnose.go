@@ -128,7 +128,11 @@ func Diagnose(o Outcome, p *PeerState, now time.Time) (Cause, string) {
 		return CauseNoRoute, fmt.Sprintf("within %s, no cross-cluster hop: its CNI, kube-proxy or the target pod: %s", o.Cluster, o.Err)
 	}
 	if p.GatewayKnown && p.GatewayReady == 0 {
-		return CauseGatewayDown, fmt.Sprintf("this cluster's ferry-gateway Deployment has %d of %d replicas ready: nothing crosses to %s", p.GatewayReady, p.GatewayReplicas, p.ClusterID)
+		state := fmt.Sprintf("has 0 of %d replicas ready", p.GatewayReplicas)
+		if p.GatewayReplicas == 0 {
+			state = "is scaled to 0"
+		}
+		return CauseGatewayDown, fmt.Sprintf("this cluster's ferry-gateway Deployment %s: nothing crosses to %s", state, p.ClusterID)
 	}
 	if cause, why := tunnelDown(p, now); cause != "" {
 		return cause, why

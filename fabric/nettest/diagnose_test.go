@@ -26,7 +26,8 @@ func TestDiagnose(t *testing.T) {
 		detail string
 	}{
 		{"the probe could not run", Outcome{Path: PathPod, Cross: true, Probe: "port-forward to x/home: refused"}, nil, CauseProbe, "port-forward"},
-		{"gateway scaled to 0", Outcome{Path: PathPod, Cross: true, Err: timeout}, func(p *PeerState) { p.GatewayReady = 0 }, CauseGatewayDown, "0 of 1 replicas ready"},
+		{"gateway replicas not ready", Outcome{Path: PathPod, Cross: true, Err: timeout}, func(p *PeerState) { p.GatewayReady = 0 }, CauseGatewayDown, "0 of 1 replicas ready"},
+		{"gateway Deployment scaled to 0", Outcome{Path: PathPod, Cross: true, Err: timeout}, func(p *PeerState) { p.GatewayReady, p.GatewayReplicas = 0, 0 }, CauseGatewayDown, "ferry-gateway Deployment is scaled to 0"},
 		{"gateway scaled to 0 wins over a stale tunnel", Outcome{Path: PathService, Cross: true, Err: timeout},
 			func(p *PeerState) { p.GatewayReady, p.LastHandshake = 0, now.Add(-10*time.Minute) }, CauseGatewayDown, "ferry-gateway"},
 		{"gateway unknown (forbidden) is not blamed", Outcome{Path: PathPod, Cross: true, Err: timeout},

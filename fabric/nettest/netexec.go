@@ -30,10 +30,6 @@ type prober struct {
 	name string
 	base string
 	stop func()
-	// overhead is the time of a /dial to the pod itself: what a request
-	// costs before it leaves the pod (port-forward, agnhost), subtracted
-	// from the latencies measured through it.
-	overhead time.Duration
 }
 
 // openClient port-forwards a local port to the pod's netexec port.
@@ -87,13 +83,13 @@ type dialAnswer struct {
 	Errors    []string `json:"errors"`
 }
 
-// dial has the client pod make one request, over a new connection (agnhost
-// gives each try 5 s): GET http://host:port/request for "http", the
+// dial has the client pod make tries requests one after the other, each
+// over a new connection (agnhost gives each try 5 s): GET http://host:port/request for "http", the
 // datagram request for "udp". It returns the pod's answer and how long the
 // whole round took from here; err is set when the request could not be
 // made through the pod at all (a probe failure, not a path failure).
-func (c *prober) dial(ctx context.Context, protocol, host string, port int, request string) (dialAnswer, time.Duration, error) {
-	q := url.Values{"host": {host}, "port": {strconv.Itoa(port)}, "protocol": {protocol}, "request": {request}, "tries": {"1"}}
+func (c *prober) dial(ctx context.Context, protocol, host string, port int, request string, tries int) (dialAnswer, time.Duration, error) {
+	q := url.Values{"host": {host}, "port": {strconv.Itoa(port)}, "protocol": {protocol}, "request": {request}, "tries": {strconv.Itoa(tries)}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/dial?"+q.Encode(), nil)
 	if err != nil {
 		return dialAnswer{}, 0, err

@@ -34,7 +34,7 @@ func testNetwork(ctx context.Context, args ...string) (stdout, stderr string, er
 	cmd.SetErr(&errOut)
 	start := time.Now()
 	err = cmd.ExecuteContext(ctx)
-	GinkgoWriter.Printf("ferryctl test network %s: %v in %s\n%s\n", strings.Join(args, " "), err, time.Since(start).Round(time.Second), out.String())
+	GinkgoWriter.Printf("ferryctl test network %s: %v in %s\n%s\n%s\n", strings.Join(args, " "), err, time.Since(start).Round(time.Second), errOut.String(), out.String())
 	return out.String(), errOut.String(), err
 }
 
@@ -84,14 +84,19 @@ func (w *cancelOn) Write(p []byte) (int, error) {
 }
 
 // realTestNetwork: `ferryctl test network` passes every check on the healthy
-// bed; with the consumer's gateway scaled to 0 every cross-cluster check
-// fails naming the gateway, the in-cluster ones pass; interrupted, it
-// cleans up; a leftover of a killed run is removed by the next run.
+// bed and removes a leftover of a killed run; with the consumer's gateway
+// scaled to 0 every cross-cluster check fails naming the gateway, the
+// in-cluster ones pass; with the gateway back, interrupted (as by Ctrl-C)
+// at its last check, the checks before it passed and it cleans up.
 func realTestNetwork(ctx context.Context) {
 	consumer := realConsumer
-	By("a healthy fabric: every check passes")
-	out, _, err := testNetwork(ctx, "--check-timeout", "30s")
+	By("a healthy fabric: every check passes; a leftover of a killed run is removed")
+	leftover := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ferry-test-network-killed", Labels: map[string]string{nettest.LabelRun: "killed"},
+		Annotations: map[string]string{nettest.AnnotationExpires: time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)}}}
+	Expect(consumer.Client.Create(ctx, leftover)).To(Succeed())
+	out, stderr, err := testNetwork(ctx, "--check-timeout", "30s")
 	Expect(err).NotTo(HaveOccurred(), out)
+	Expect(stderr).To(ContainSubstring("Removing namespace ferry-test-network-killed, left by an earlier run."))
 	for _, p := range []nettest.Path{nettest.PathPod, nettest.PathService, nettest.PathAPIServer, nettest.PathMTU, nettest.PathLarge} {
 		Expect(out).To(ContainSubstring(string(p)))
 	}
@@ -112,7 +117,7 @@ func realTestNetwork(ctx context.Context) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(pods.Items).To(BeEmpty())
 	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-	out, _, err = testNetwork(ctx, "-o", "json", "--check-timeout", "8s")
+	out, _, err = testNetwork(ctx, "-o", "json", "--check-timeout", "5s")
 	Expect(err).To(MatchError(ContainSubstring("checks failed")))
 	r := parseReport(out)
 	Expect(r.Passed).To(BeFalse())
@@ -122,7 +127,7 @@ func realTestNetwork(ctx context.Context) {
 			cross++
 			Expect(c.Passed).To(BeFalse(), "%s %s → %s", c.Path, c.From, c.To)
 			Expect(c.Cause).To(Equal(nettest.CauseGatewayDown), "%s %s → %s: %s", c.Path, c.From, c.To, c.Detail)
-			Expect(c.Detail).To(ContainSubstring("ferry-gateway Deployment has 0 of"))
+			Expect(c.Detail).To(ContainSubstring("ferry-gateway Deployment"))
 		} else {
 			Expect(c.Passed).To(BeTrue(), "in-cluster %s %s → %s: %s %s", c.Path, c.From, c.To, c.Cause, c.Detail)
 		}
@@ -130,38 +135,31 @@ func realTestNetwork(ctx context.Context) {
 	Expect(cross).To(BeNumerically(">=", 9), "every cross-cluster path both ways")
 	expectNothingLeft(ctx)
 
-	By("the gateway restored; a leftover of a killed run is removed by the next run, which passes")
+	By("the gateway restored; interrupted (as by Ctrl-C) at its last check, the checks before it pass, and it removes what it made")
 	scaleDeployment(ctx, consumer, gw, replicas)
 	restored = true
 	expectFerryPodsReady(ctx, consumer)
-	leftover := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ferry-test-network-killed", Labels: map[string]string{nettest.LabelRun: "killed"},
-		Annotations: map[string]string{nettest.AnnotationExpires: time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)}}}
-	Expect(consumer.Client.Create(ctx, leftover)).To(Succeed())
-	out, stderr, err := testNetwork(ctx, "-o", "json", "--check-timeout", "60s")
-	Expect(err).NotTo(HaveOccurred(), out)
-	Expect(stderr).To(ContainSubstring("Removing namespace ferry-test-network-killed, left by an earlier run."))
-	r = parseReport(out)
-	Expect(r.Passed).To(BeTrue())
-	Expect(r.Peers).To(ConsistOf(HaveField("ClusterID", string(realProviderID))))
-	for _, c := range r.Checks {
-		Expect(c.Passed).To(BeTrue(), "%s %s → %s: %s %s", c.Path, c.From, c.To, c.Cause, c.Detail)
-		Expect(c.LatencyMicros).To(BeNumerically(">=", 0))
-	}
-	expectNothingLeft(ctx)
-
-	By("interrupted (as by Ctrl-C) at its first check: it removes what it made and fails")
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &cancelOn{s: "Checking ", cancel: cancel}
+	last := "Checking " + string(nettest.PathLarge) + " " + string(realProviderID)
+	w := &cancelOn{s: last, cancel: cancel}
 	cmd := app.NewCommand()
-	cmd.SetArgs([]string{"test", "network", "--kubeconfig", consumer.KubeconfigPath, "--image", testbed.AgnhostImage, "--image-pull-policy", "Never"})
+	cmd.SetArgs([]string{"test", "network", "--kubeconfig", consumer.KubeconfigPath, "--image", testbed.AgnhostImage, "--image-pull-policy", "Never",
+		"-o", "json", "--check-timeout", "60s"})
 	var stdout bytes.Buffer
 	cmd.SetOut(&stdout)
 	cmd.SetErr(w)
 	err = cmd.ExecuteContext(ictx)
-	GinkgoWriter.Printf("interrupted run: %v\n%s\n", err, w.buf.String())
+	GinkgoWriter.Printf("interrupted run: %v\n%s\n%s\n", err, w.buf.String(), stdout.String())
 	Expect(err).To(MatchError(ContainSubstring("interrupted")))
 	Expect(w.buf.String()).To(ContainSubstring("Removed namespace ferry-test-network-"))
+	r = parseReport(stdout.String())
+	Expect(r.Checks).To(HaveLen(12))
+	for _, c := range r.Checks[:len(r.Checks)-1] {
+		Expect(c.Passed).To(BeTrue(), "%s %s → %s: %s %s", c.Path, c.From, c.To, c.Cause, c.Detail)
+		Expect(c.Latency).NotTo(BeEmpty(), "%s %s → %s: passed but not timed", c.Path, c.From, c.To)
+	}
+	Expect(r.Checks[len(r.Checks)-1]).To(And(HaveField("Passed", false), HaveField("Cause", nettest.CauseProbe), HaveField("Detail", ContainSubstring("interrupted"))))
 	expectNothingLeft(ctx)
 }
 
