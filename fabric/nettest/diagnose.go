@@ -118,6 +118,14 @@ type Outcome struct {
 // Diagnose names the cause of a failed check and says what points to it;
 // p is the peer of a cross-cluster check (nil for an in-cluster one).
 func Diagnose(o Outcome, p *PeerState, now time.Time) (Cause, string) {
+	cause, why := diagnose(o, p, now)
+	if o.Err != "" && !strings.Contains(why, o.Err) {
+		why += "; the client saw: " + o.Err
+	}
+	return cause, why
+}
+
+func diagnose(o Outcome, p *PeerState, now time.Time) (Cause, string) {
 	if o.Probe != "" {
 		return CauseProbe, o.Probe
 	}

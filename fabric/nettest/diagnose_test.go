@@ -79,6 +79,9 @@ func TestDiagnose(t *testing.T) {
 			if !strings.Contains(detail, tc.detail) {
 				t.Errorf("detail %q does not say %q", detail, tc.detail)
 			}
+			if !strings.Contains(detail, tc.o.Err) {
+				t.Errorf("detail %q does not quote the client's error %q", detail, tc.o.Err)
+			}
 		})
 	}
 }

@@ -308,7 +308,11 @@ func (r *run) setup(ctx context.Context) error {
 		}
 		return ready == len(ids), nil
 	}); err != nil {
-		return err
+		var phases []string
+		for _, cs := range nso.Status.Clusters {
+			phases = append(phases, fmt.Sprintf("%s: %s", cs.ClusterID, cs.Phase))
+		}
+		return fmt.Errorf("%w (NamespaceOffloading %s/%s: %s)", err, r.ns, nso.Name, orNone(strings.Join(phases, ", ")))
 	}
 
 	notVirtual := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
@@ -496,4 +500,11 @@ func removeNamespace(ctx context.Context, c client.Client, ns string, log io.Wri
 	}
 	fmt.Fprintf(log, "Removed namespace %s and its twins.\n", ns)
 	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no cluster reported yet"
+	}
+	return s
 }
