@@ -143,14 +143,15 @@ func (r *run) runCheck(ctx context.Context, s *spec, done []Check) Check {
 	attempt := func(request string, tries int, accept func(string) error) (time.Duration, bool) {
 		a, took, err := cl.dial(cctx, s.protocol, s.host, s.port, request, tries)
 		switch {
+		case err != nil && cctx.Err() != nil:
+			lastErr = fmt.Sprintf("no answer within the check's %s", r.opts.CheckTimeout)
+			return 0, false
 		case err != nil:
-			if cctx.Err() == nil {
-				o.Probe = err.Error()
-			}
-			lastErr = err.Error()
+			o.Probe = shorten(err.Error())
+			lastErr = o.Probe
 			return 0, false
 		case len(a.Errors) > 0:
-			lastErr = a.Errors[len(a.Errors)-1]
+			lastErr = shorten(a.Errors[len(a.Errors)-1])
 			return 0, false
 		case len(a.Responses) != tries:
 			lastErr = fmt.Sprintf("%d answers to %d tries", len(a.Responses), tries)
@@ -239,4 +240,14 @@ func nonEmpty(got string) error {
 		return fmt.Errorf("empty answer")
 	}
 	return nil
+}
+
+// shorten keeps the start and the end of a long error (agnhost's quote the
+// request's URL, 64 KiB of it for PathLarge).
+func shorten(s string) string {
+	const head, tail = 160, 80
+	if len(s) <= head+tail+len(" … ") {
+		return s
+	}
+	return strings.ToValidUTF8(s[:head], "") + " … " + strings.ToValidUTF8(s[len(s)-tail:], "")
 }

@@ -110,3 +110,14 @@ func TestExpired(t *testing.T) {
 		}
 	}
 }
+
+func TestShorten(t *testing.T) {
+	long := "Get \"http://10.77.0.29:8080/echo?msg=" + strings.Repeat("0123456789abcdef", 4096) + "\": context deadline exceeded"
+	got := shorten(long)
+	if len(got) > 260 || !strings.HasPrefix(got, "Get \"http://10.77.0.29:8080/echo?msg=0123") || !strings.HasSuffix(got, "\": context deadline exceeded") {
+		t.Errorf("shorten: %d bytes: %q", len(got), got)
+	}
+	if short := "dial tcp: lookup x: no such host"; shorten(short) != short {
+		t.Errorf("shorten(%q) = %q", short, shorten(short))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -97,6 +98,11 @@ func (c *prober) dial(ctx context.Context, protocol, host string, port int, requ
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
+		// Without the URL, which carries the request.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return dialAnswer{}, 0, fmt.Errorf("%s: /dial through the port-forward: %w", c.name, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
