@@ -226,6 +226,9 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	It("recovers cross-cluster traffic by itself when a gateway pod is deleted", realGatewayRestart)
 	It("fails over to the passive gateway replica when the active one's container is killed; the peer follows", Label("ha"), realGatewayFailover)
 
+	// ferryctl test network (real_testnet_test.go).
+	It("ferryctl test network passes every path both ways, names the scaled-down gateway for the cross-cluster ones, and leaves nothing behind", Label("testnet"), realTestNetwork)
+
 	// Last: ferry is gone after it.
 	It("unoffloads a namespace, leaving nothing of its twin in the provider; unpeers and uninstalls, leaving what README says", realUnoffloadAndUninstall)
 })

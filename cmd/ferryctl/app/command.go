@@ -35,6 +35,7 @@ func NewCommand() *cobra.Command {
 	root.AddCommand(newPeerCommand(), newUnpeerCommand(), newStatusCommand(), newOffloadCommand(), newUnoffloadCommand(), newVersionCommand())
 	root.AddCommand(newDiscoverCommand(), newAdvertiseCommand())
 	root.AddCommand(newInstallCommand(), newUninstallCommand())
+	root.AddCommand(newTestCommand())
 	return root
 }
 
