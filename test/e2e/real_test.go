@@ -225,6 +225,9 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	It("carries 1400-byte and 64 KiB requests both ways over a 1400-byte underlay", realLargePackets)
 	It("recovers cross-cluster traffic by itself when a gateway pod is deleted", realGatewayRestart)
 
+	// NetworkPolicy across clusters (real_netpol_test.go).
+	It("enforces an offloaded namespace's NetworkPolicies on its offloaded pods, for consumer and provider pods alike", Label("netpol"), realNetworkPolicy)
+
 	// Last: ferry is gone after it.
 	It("unoffloads a namespace, leaving nothing of its twin in the provider; unpeers and uninstalls, leaving what README says", realUnoffloadAndUninstall)
 })
