@@ -86,7 +86,13 @@ func run(kubeconfig, nodeName, podCIDR, iptables string, queueID int) error {
 			// Kernels from 6.12 have the conntrack fix; the workaround
 			// would queue DNS with the nft queue expression too.
 			NetfilterBug1766Fix: false,
-			NRIdisabled:         true,
+			// NRI stays on, as upstream's default: with it disabled,
+			// v0.8.0 dereferences its nil NRI plugin for every packet
+			// of an address no pod has (pkg/networkpolicy/controller.go,
+			// getPodAssignedToIP) and crashes. Without an NRI socket (the
+			// bed's containerd has NRI off) the plugin only logs that it
+			// could not connect, and pods are known from the API server.
+			NRIdisabled: false,
 		})
 	if err != nil {
 		return fmt.Errorf("start the NetworkPolicy controller: %w", err)
