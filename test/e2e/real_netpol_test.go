@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -141,8 +142,7 @@ func realNetworkPolicy(ctx context.Context) {
 
 	By("a consumer pod given the label is let in: the copy follows it")
 	start = time.Now()
-	homeDenied.Labels = allowed
-	Expect(consumer.Client.Update(ctx, &homeDenied)).To(Succeed())
+	Expect(consumer.Client.Patch(ctx, &homeDenied, client.RawPatch(k8stypes.MergePatchType, []byte(`{"metadata":{"labels":{"access":"true"}}}`)))).To(Succeed())
 	Eventually(copyBlocks).WithContext(ctx).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(HaveLen(2))
 	Eventually(func() bool { return reaches(clients[1]) }).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeTrue())
 	GinkgoWriter.Printf("the relabelled pod reached the server %s after its label changed\n", time.Since(start).Round(100*time.Millisecond))
