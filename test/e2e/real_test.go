@@ -229,6 +229,9 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	// ferryctl test network (real_testnet_test.go).
 	It("ferryctl test network passes every path both ways, names the scaled-down gateway for the cross-cluster ones, and leaves nothing behind", Label("testnet"), realTestNetwork)
 
+	// NetworkPolicy across clusters (real_netpol_test.go).
+	It("enforces an offloaded namespace's NetworkPolicies on its offloaded pods, for consumer and provider pods alike", Label("netpol"), realNetworkPolicy)
+
 	// Last: ferry is gone after it.
 	It("unoffloads a namespace, leaving nothing of its twin in the provider; unpeers and uninstalls, leaving what README says", realUnoffloadAndUninstall)
 })

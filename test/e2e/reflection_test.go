@@ -377,6 +377,10 @@ var _ = Describe("Reflection", Label("reflection"), Ordered, func() {
 		}).Should(Succeed())
 	})
 
+	It("reflects a NetworkPolicy translated for the provider: ipBlocks of the consumer pods its peers select follow them coming and going", Label("netpol"), func(ctx context.Context) {
+		reflectNetworkPolicy(ctx, consumer, provider, ns, twin)
+	})
+
 	It("reflects a Service's EndpointSlice with the local endpoints only, translated to where the provider reaches them, marked as ferry's", func(ctx context.Context) {
 		// Both clusters use 10.244.0.0/16: the provider reaches the
 		// consumer's pods at the range its IPAM gave them.

@@ -323,7 +323,7 @@ var _ = Describe("Admission webhooks", Label("webhooks"), Ordered, func() {
 			{"ferry.io", "shadowpods", full}, {"ferry.io", "shadowpods/status", []string{"get"}},
 			{"", "pods", []string{"get", "list", "watch", "delete"}}, {"", "events", read},
 			{"", "configmaps", full}, {"", "secrets", full}, {"", "services", full}, {"", "serviceaccounts", full}, {"", "persistentvolumeclaims", full},
-			{"discovery.k8s.io", "endpointslices", full}, {"networking.k8s.io", "ingresses", full},
+			{"discovery.k8s.io", "endpointslices", full}, {"networking.k8s.io", "ingresses", full}, {"networking.k8s.io", "networkpolicies", full},
 			{"", "pods/log", []string{"get"}},
 			{"", "pods/exec", []string{"get", "create"}}, {"", "pods/attach", []string{"get", "create"}}, {"", "pods/portforward", []string{"get", "create"}},
 			{"metrics.k8s.io", "pods", []string{"get", "list"}},

@@ -70,12 +70,13 @@ func BuildFerryImages(ctx context.Context, root, dir string) (string, error) {
 }
 
 // StartClusters starts the consumer and the provider, one real node each
-// and the test bed's storage (Options.Storage), on u, with the image archives given (ferry's, and any a caller's pods
+// with a NetworkPolicy engine (Options.NetworkPolicies), and the test bed's
+// storage (Options.Storage), on u, with the image archives given (ferry's, and any a caller's pods
 // run) in every node's containerd. The caller stops both.
 func StartClusters(ctx context.Context, u *testbed.Underlay, archives ...string) (consumer, provider *testbed.Cluster, err error) {
 	clusters, err := testbed.StartClusters(ctx,
-		testbed.Options{Name: string(ConsumerID), RealNodes: 1, Storage: true, Underlay: u, Images: archives},
-		testbed.Options{Name: string(ProviderID), RealNodes: 1, Storage: true, Underlay: u, Images: archives})
+		testbed.Options{Name: string(ConsumerID), RealNodes: 1, Storage: true, NetworkPolicies: true, Underlay: u, Images: archives},
+		testbed.Options{Name: string(ProviderID), RealNodes: 1, Storage: true, NetworkPolicies: true, Underlay: u, Images: archives})
 	if err != nil {
 		return nil, nil, fmt.Errorf("start the real-node clusters: %w", err)
 	}

@@ -81,6 +81,12 @@ type Options struct {
 	// cgroup v1 and the machine packages of `make node-packages`.
 	RealNodes int
 
+	// NetworkPolicies runs a NetworkPolicy engine on each real node
+	// (SIG Network's kube-network-policies, see
+	// binaries.KubeNetworkPolicies): NetworkPolicies are enforced on its
+	// pods. Start returns once every node's engine checks new connections.
+	NetworkPolicies bool
+
 	// Underlay is the network the real nodes are plugged into; clusters
 	// whose pods must reach each other share one. Nil makes one for this
 	// cluster alone, removed with it.

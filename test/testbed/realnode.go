@@ -562,6 +562,11 @@ func (c *Cluster) startRealNodes(ctx context.Context) error {
 		if err := n.startKubeProxy(c.opts.PodCIDR); err != nil {
 			return err
 		}
+		if c.opts.NetworkPolicies {
+			if err := n.startNetworkPolicies(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	for _, n := range c.RealNodes {
 		if err := n.waitFor(ctx, "Ready", 90*time.Second, func(ctx context.Context) error {

@@ -184,3 +184,18 @@ func translate(m *fabric.Mapping, ip string) string {
 	}
 	return out
 }
+
+// LocalPodCIDR is this cluster's pod range and where the provider sees it,
+// for translating address blocks. mapped is false while the fabric has not
+// mapped it; when the fabric is disabled both prefixes are invalid (one
+// flat network: blocks pass unchanged) and mapped is true.
+func (t *Translator) LocalPodCIDR() (local, atProvider netip.Prefix, mapped bool) {
+	if t.disabled {
+		return netip.Prefix{}, netip.Prefix{}, true
+	}
+	m := t.state.Load().toProvider
+	if m == nil {
+		return netip.Prefix{}, netip.Prefix{}, false
+	}
+	return m.From, m.To, true
+}

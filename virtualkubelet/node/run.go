@@ -225,7 +225,7 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 				Local: local, Provider: providerCfg, NodeName: node.Name, RemoteScope: scope,
 				ConsumerClusterID: consumer, ProviderClusterID: vn.Spec.ClusterID,
 				Options: opts.Reflection, Registry: registry, NodePods: nodePods,
-				RemapIP: addrs.LocalPodIP, AddressesChanged: addrs.Changed(),
+				RemapIP: addrs.LocalPodIP, AddressesChanged: addrs.Changed(), LocalPodCIDR: addrs.LocalPodCIDR,
 			})
 			cancel()
 		})

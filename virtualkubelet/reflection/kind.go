@@ -20,13 +20,14 @@ const (
 	Services               Kind = "services"
 	EndpointSlices         Kind = "endpointslices"
 	Ingresses              Kind = "ingresses"
+	NetworkPolicies        Kind = "networkpolicies"
 	ServiceAccounts        Kind = "serviceaccounts"
 	PersistentVolumeClaims Kind = "persistentvolumeclaims"
 	Events                 Kind = "events"
 )
 
 // AllKinds lists every kind, in the order they start.
-var AllKinds = []Kind{ConfigMaps, Secrets, ServiceAccounts, Services, EndpointSlices, Ingresses, PersistentVolumeClaims, Events}
+var AllKinds = []Kind{ConfigMaps, Secrets, ServiceAccounts, Services, EndpointSlices, Ingresses, NetworkPolicies, PersistentVolumeClaims, Events}
 
 // Env is what translations need beyond the local object.
 type Env struct {

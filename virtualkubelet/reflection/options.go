@@ -35,7 +35,7 @@ const (
 // name it.
 var DefaultWorkers = map[Kind]int{
 	ConfigMaps: 4, Secrets: 4, Services: 4, EndpointSlices: 4,
-	Ingresses: 2, ServiceAccounts: 2, PersistentVolumeClaims: 2, Events: 2,
+	Ingresses: 2, NetworkPolicies: 2, ServiceAccounts: 2, PersistentVolumeClaims: 2, Events: 2,
 }
 
 // Options tune the reflection; their zero value reflects every kind with the

@@ -3,6 +3,7 @@ package reflection
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -42,6 +43,10 @@ type Config struct {
 	// AddressesChanged signals that RemapIP now answers differently: every
 	// EndpointSlice is reflected again.
 	AddressesChanged <-chan struct{}
+	// LocalPodCIDR is this cluster's pod range and where the provider sees
+	// it (network.Translator.LocalPodCIDR), for NetworkPolicies' ipBlocks;
+	// nil: one flat network.
+	LocalPodCIDR func() (local, atProvider netip.Prefix, mapped bool)
 	// Options tune the reflection.
 	Options Options
 	// RemoteScope says how the provider's copies are watched; auto (or
@@ -59,7 +64,8 @@ type Config struct {
 
 // +kubebuilder:rbac:groups="",resources=configmaps;secrets;services;serviceaccounts;persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses;networkpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods;namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
 // +kubebuilder:rbac:groups="",resources=events,verbs=get;create;update;patch
 
@@ -138,6 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var tokens *tokenManager
 	var providerNodes cache.SharedIndexInformer
+	var peerInformers []cache.SharedIndexInformer
 	for _, kind := range AllKinds {
 		if opts.Workers[kind] == 0 {
 			logger.Info("Reflection disabled", "kind", kind)
@@ -177,6 +184,37 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		case Ingresses:
 			newReflector(kind, ingressTranslator{}, localFactory.Networking().V1().Ingresses().Informer())
+		case NetworkPolicies:
+			pods, nsInf := localFactory.Core().V1().Pods().Informer(), localFactory.Core().V1().Namespaces().Informer()
+			_ = pods.SetTransform(offloading.DropManagedFields)
+			t := &networkPolicyTranslator{
+				pods: pods.GetIndexer(), namespaces: nsInf.GetIndexer(), ns: ns,
+				podCIDR: cfg.LocalPodCIDR, recorder: recorder, reported: map[types.UID]string{},
+			}
+			r := newReflector(kind, t, localFactory.Networking().V1().NetworkPolicies().Informer())
+			// A policy's copy holds the addresses of the pods its peers
+			// select, anywhere in this cluster: reflect every policy
+			// again when one of them may have changed.
+			again := func() {
+				for _, local := range ns.locals() {
+					r.enqueueNamespace(local)
+				}
+			}
+			for _, inf := range []struct {
+				i       cache.SharedIndexInformer
+				changed func(o, n any) bool
+			}{{pods, podChangesPolicies}, {nsInf, namespaceChangesPolicies}} {
+				_, _ = inf.i.AddEventHandler(cache.ResourceEventHandlerFuncs{
+					AddFunc: func(any) { again() },
+					UpdateFunc: func(o, n any) {
+						if inf.changed(o, n) {
+							again()
+						}
+					},
+					DeleteFunc: func(any) { again() },
+				})
+				peerInformers = append(peerInformers, inf.i)
+			}
 		case PersistentVolumeClaims:
 			r := newReflector(kind, pvcTranslator{}, localFactory.Core().V1().PersistentVolumeClaims().Informer())
 			r.ignoreRemote = isStorageFabricClaim
@@ -242,6 +280,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if ev != nil {
 		synced = append(synced, ev.pods.HasSynced)
 	}
+	for _, inf := range peerInformers {
+		synced = append(synced, inf.HasSynced)
+	}
 	if !cache.WaitForCacheSync(runCtx.Done(), synced...) {
 		return nil
 	}
@@ -282,16 +323,20 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	})
-	if eps := reflectors[EndpointSlices]; eps != nil && cfg.AddressesChanged != nil {
+	if cfg.AddressesChanged != nil && (reflectors[EndpointSlices] != nil || reflectors[NetworkPolicies] != nil) {
 		wg.Go(func() {
 			for {
 				select {
 				case <-runCtx.Done():
 					return
 				case <-cfg.AddressesChanged:
-					logger.Info("Network mapping changed; reflecting every EndpointSlice again")
-					for _, local := range ns.locals() {
-						eps.enqueueNamespace(local)
+					logger.Info("Network mapping changed; reflecting every EndpointSlice and NetworkPolicy again")
+					for _, kind := range []Kind{EndpointSlices, NetworkPolicies} {
+						if r := reflectors[kind]; r != nil {
+							for _, local := range ns.locals() {
+								r.enqueueNamespace(local)
+							}
+						}
 					}
 				}
 			}

@@ -46,6 +46,9 @@ var remoteWatched = map[Kind]remoteKind{
 	Ingresses: {resource: networkingv1.Resource("ingresses"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 		return f.Networking().V1().Ingresses().Informer()
 	}},
+	NetworkPolicies: {resource: networkingv1.Resource("networkpolicies"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Networking().V1().NetworkPolicies().Informer()
+	}},
 	PersistentVolumeClaims: {resource: corev1.Resource("persistentvolumeclaims"), informer: func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
 		return f.Core().V1().PersistentVolumeClaims().Informer()
 	}},

@@ -1,10 +1,11 @@
 // Package binaries builds and locates the programs the test bed runs: the
 // control plane (etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler, kubectl and kwok) and what real nodes add (kubelet,
-// kube-proxy, CoreDNS, and agnhost, Kubernetes' e2e test image, the nodes'
-// workload and sandbox). They are compiled from the Go module proxy at the
-// versions pinned in ferry's go.mod (as Go tool dependencies; CoreDNS in the
-// nested module coredns/, so that its dependencies do not move ferry's) into a
+// kube-proxy, CoreDNS, kube-network-policies, and agnhost, Kubernetes' e2e
+// test image, the nodes' workload and sandbox). They are compiled from the Go
+// module proxy at the versions pinned in ferry's go.mod (as Go tool
+// dependencies; CoreDNS and kube-network-policies in the nested modules
+// coredns/ and netpol/, so that their dependencies do not move ferry's) into a
 // versioned cache folder, so a fresh machine needs nothing but Go, and a warm
 // one rebuilds nothing.
 package binaries
@@ -50,6 +51,11 @@ const (
 	Agnhost = "agnhost"
 	// CoreDNS is static, to run alone in an image.
 	CoreDNS = "coredns"
+	// KubeNetworkPolicies is SIG Network's NetworkPolicy engine
+	// (sigs.k8s.io/kube-network-policies, its controller unchanged) with
+	// the nested module's command that queues packets to it with the
+	// xtables NFQUEUE target, for kernels without the nft queue expression.
+	KubeNetworkPolicies = "kube-network-policies"
 )
 
 // Set is a group of programs, ensured together.
@@ -63,6 +69,10 @@ const (
 	// All is every program.
 	All = ControlPlane | Node
 )
+
+// netpolModule is the nested module, relative to ferry's module root, that
+// pins sigs.k8s.io/kube-network-policies and holds the command running it.
+const netpolModule = "test/testbed/binaries/netpol"
 
 // coreDNSModule is the nested module, relative to ferry's module root, that
 // pins CoreDNS.
@@ -94,6 +104,7 @@ var programs = []program{
 	{name: KubeProxy, pkg: "k8s.io/kubernetes/cmd/kube-proxy", cold: 40 * time.Second, set: Node},
 	{name: Agnhost, pkg: "k8s.io/kubernetes/test/images/agnhost", cold: 3 * time.Minute, set: Node, static: true},
 	{name: CoreDNS, pkg: "github.com/coredns/coredns", cold: 3*time.Minute + 30*time.Second, set: Node, static: true, module: coreDNSModule},
+	{name: KubeNetworkPolicies, pkg: "github.com/ferry-io/ferry/test/testbed/binaries/netpol", cold: 4 * time.Minute, set: Node, module: netpolModule},
 }
 
 // Names lists every program the test bed can run.

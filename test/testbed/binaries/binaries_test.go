@@ -96,7 +96,7 @@ func TestSetsSplitTheProgramsInTwo(t *testing.T) {
 	if got, want := strings.Join(append(cp, node...), ","), strings.Join(Names(), ","); got != want {
 		t.Errorf("control plane + node = %s, want every program %s", got, want)
 	}
-	if got, want := strings.Join(node, ","), strings.Join([]string{Kubelet, KubeProxy, Agnhost, CoreDNS}, ","); got != want {
+	if got, want := strings.Join(node, ","), strings.Join([]string{Kubelet, KubeProxy, Agnhost, CoreDNS, KubeNetworkPolicies}, ","); got != want {
 		t.Errorf("node set = %s, want %s", got, want)
 	}
 	for _, name := range cp {
@@ -182,8 +182,8 @@ func TestEnsureSetLeavesOtherSetsAlone(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), Kubelet) {
 		t.Fatalf("Ensure without the node programs: %v, want a failed build of %s", err, Kubelet)
 	}
-	if !strings.Contains(out.String(), "building 4 binaries") {
-		t.Errorf("Ensure printed %q, want it to build the 4 node programs", out.String())
+	if !strings.Contains(out.String(), "building 5 binaries") {
+		t.Errorf("Ensure printed %q, want it to build the 5 node programs", out.String())
 	}
 }
 
