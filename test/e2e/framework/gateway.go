@@ -28,12 +28,20 @@ func LinkPrefix(lab *netlab.Lab) string { return lab.Prefix + "x" }
 // lab pod gw (its endpoint: the pod's WAN address).
 func StartGateway(ctx context.Context, bin string, c *testbed.Cluster, id ferryv1alpha1.ClusterID, lab *netlab.Lab, gw *netlab.Pod, extra ...string) *Proc {
 	GinkgoHelper()
+	// One prefix per gateway: userspace WireGuard's control socket is
+	// named after the link, in one folder for the whole host.
+	return startGateway(bin, c, id, lab, gw, LinkPrefix(lab)+c.Name[:1], "gateway-"+c.Name, "ferry-gateway.log", extra...)
+}
+
+// startGateway runs ferry-gateway for cluster c in the lab pod gw with the
+// link prefix given, logging to file in the cluster's folder; it stops
+// when the spec's node ends.
+func startGateway(bin string, c *testbed.Cluster, id ferryv1alpha1.ClusterID, lab *netlab.Lab, gw *netlab.Pod, prefix, name, file string, extra ...string) *Proc {
+	GinkgoHelper()
 	args := append([]string{"--kubeconfig", c.KubeconfigPath, "--cluster-id", string(id), "--netns", lab.Path(gw.NS),
-		// One prefix per gateway: userspace WireGuard's control socket is
-		// named after the link, in one folder for the whole host.
-		"--link-prefix", LinkPrefix(lab) + c.Name[:1], "--endpoint", fmt.Sprintf("%s:51820", gw.WANIP), "--pod-address", gw.IP.String(),
+		"--link-prefix", prefix, "--endpoint", fmt.Sprintf("%s:51820", gw.WANIP), "--pod-address", gw.IP.String(),
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "-v=2"}, extra...)
-	p := newProc("gateway-"+c.Name, bin, filepath.Join(c.Dir, "ferry-gateway.log"), args, false)
+	p := newProc(name, bin, filepath.Join(c.Dir, file), args, false)
 	p.Start()
 	DeferCleanup(p.Stop, NodeTimeout(time.Minute))
 	return p

@@ -3,8 +3,6 @@ package framework
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 
@@ -25,12 +23,7 @@ func GatewayReplicaPrefix(lab *netlab.Lab, c *testbed.Cluster, n int) string {
 // ferry-gateway-<pod>.log.
 func StartGatewayReplica(ctx context.Context, bin string, c *testbed.Cluster, id ferryv1alpha1.ClusterID, lab *netlab.Lab, gw *netlab.Pod, n int, extra ...string) *Proc {
 	GinkgoHelper()
-	args := append([]string{"--kubeconfig", c.KubeconfigPath, "--cluster-id", string(id), "--netns", lab.Path(gw.NS),
-		"--link-prefix", GatewayReplicaPrefix(lab, c, n), "--endpoint", fmt.Sprintf("%s:51820", gw.WANIP), "--pod-address", gw.IP.String(),
-		"--leader-elect", "--leader-elect-identity", gw.Name, "--pod-name", "",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "-v=2"}, extra...)
-	p := newProc("gateway-"+c.Name+"-"+gw.Name, bin, filepath.Join(c.Dir, "ferry-gateway-"+gw.Name+".log"), args, false)
-	p.Start()
-	DeferCleanup(p.Stop, NodeTimeout(time.Minute))
-	return p
+	election := []string{"--leader-elect", "--leader-elect-identity", gw.Name, "--pod-name", ""}
+	return startGateway(bin, c, id, lab, gw, GatewayReplicaPrefix(lab, c, n), "gateway-"+c.Name+"-"+gw.Name,
+		"ferry-gateway-"+gw.Name+".log", append(election, extra...)...)
 }
