@@ -3,6 +3,7 @@ package e2e
 import (
 	"cmp"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -42,4 +43,11 @@ var _ = ReportAfterSuite("time per area", func(r Report) {
 		fmt.Fprintf(&b, "  %7s  %3d specs  %s\n", byArea[a].Round(time.Second), specs[a], a)
 	}
 	AddReportEntry("time per area", b.String(), ReportEntryVisibilityAlways)
+	// make test runs the suite without -v, which hides the report: it
+	// names a file to print it from.
+	if path := os.Getenv("FERRY_E2E_TIMES"); path != "" {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			fmt.Fprintf(GinkgoWriter, "write the time per area to %s: %v\n", path, err)
+		}
+	}
 })
