@@ -54,6 +54,7 @@ type Provisioner struct {
 	client   client.Client
 	recorder events.EventRecorder
 	opts     Options
+	attempts attempts
 }
 
 var _ controller.Provisioner = &Provisioner{}
@@ -67,20 +68,30 @@ func NewProvisioner(c client.Client, recorder events.EventRecorder, opts Options
 	return &Provisioner{client: c, recorder: recorder, opts: opts}
 }
 
-// Provision implements controller.Provisioner.
+// Provision implements controller.Provisioner. Each attempt is counted in
+// the storage fabric's metrics.
 func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, controller.ProvisioningState, error) {
+	start := time.Now()
+	pv, where, state, err := p.provision(ctx, o)
+	p.attempts.observe(o.PVC.UID, string(where), start, state, err)
+	return pv, state, err
+}
+
+// provision provisions o's claim; where is the cluster asked (empty when
+// none was chosen).
+func (p *Provisioner) provision(ctx context.Context, o controller.ProvisionOptions) (*corev1.PersistentVolume, ferryv1alpha1.ClusterID, controller.ProvisioningState, error) {
 	pvc := o.PVC
 	if err := errClaimNotSupported(pvc); err != nil {
-		return nil, controller.ProvisioningFinished, fmt.Errorf("claim %s/%s: %w", pvc.Namespace, pvc.Name, err)
+		return nil, "", controller.ProvisioningFinished, because(ReasonUnsupported, fmt.Errorf("claim %s/%s: %w", pvc.Namespace, pvc.Name, err))
 	}
 	if o.SelectedNodeName == "" {
-		return nil, controller.ProvisioningFinished, fmt.Errorf("storage class %s: volumeBindingMode must be WaitForFirstConsumer: the claim is provisioned where its first pod is scheduled", o.StorageClass.Name)
+		return nil, "", controller.ProvisioningFinished, because(ReasonUnsupported, fmt.Errorf("storage class %s: volumeBindingMode must be WaitForFirstConsumer: the claim is provisioned where its first pod is scheduled", o.StorageClass.Name))
 	}
 	var node corev1.Node
 	if err := p.client.Get(ctx, types.NamespacedName{Name: o.SelectedNodeName}, &node); apierrors.IsNotFound(err) {
-		return nil, controller.ProvisioningReschedule, fmt.Errorf("selected node %s is gone", o.SelectedNodeName)
+		return nil, "", controller.ProvisioningReschedule, because(ReasonNodeGone, fmt.Errorf("selected node %s is gone", o.SelectedNodeName))
 	} else if err != nil {
-		return nil, controller.ProvisioningNoChange, fmt.Errorf("read node %s: %w", o.SelectedNodeName, err)
+		return nil, "", controller.ProvisioningNoChange, fmt.Errorf("read node %s: %w", o.SelectedNodeName, err)
 	}
 	var (
 		pv    *corev1.PersistentVolume
@@ -96,12 +107,12 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 		pv, state, err = p.provisionReal(ctx, o, &node)
 	}
 	if err != nil {
-		return nil, state, err
+		return nil, where, state, err
 	}
 	if err := p.labelClaim(ctx, pvc, where); err != nil {
-		return nil, controller.ProvisioningInBackground, err
+		return nil, where, controller.ProvisioningInBackground, err
 	}
-	return pv, controller.ProvisioningFinished, nil
+	return pv, where, controller.ProvisioningFinished, nil
 }
 
 // labelClaim marks the user's claim with the cluster holding its data, so

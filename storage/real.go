@@ -28,7 +28,7 @@ func (p *Provisioner) provisionReal(ctx context.Context, o controller.ProvisionO
 	pvc := o.PVC
 	class, err := p.realClass(ctx, requestedClass(pvc))
 	if err != nil {
-		return nil, controller.ProvisioningReschedule, fmt.Errorf("claim %s/%s on node %s: %w", pvc.Namespace, pvc.Name, node.Name, err)
+		return nil, controller.ProvisioningReschedule, because(ReasonClassNotOffered, fmt.Errorf("claim %s/%s on node %s: %w", pvc.Namespace, pvc.Name, node.Name, err))
 	}
 	key := types.NamespacedName{Namespace: p.opts.Namespace, Name: o.PVName}
 	real := &corev1.PersistentVolumeClaim{}
@@ -50,7 +50,7 @@ func (p *Provisioner) provisionReal(ctx context.Context, o controller.ProvisionO
 	case err != nil:
 		return nil, controller.ProvisioningNoChange, fmt.Errorf("read claim %s: %w", key, err)
 	case !standsFor(real, pvc.UID):
-		return nil, controller.ProvisioningFinished, fmt.Errorf("claim %s exists and does not stand for %s/%s: ferry leaves it alone", key, pvc.Namespace, pvc.Name)
+		return nil, controller.ProvisioningFinished, because(ReasonConflict, fmt.Errorf("claim %s exists and does not stand for %s/%s: ferry leaves it alone", key, pvc.Namespace, pvc.Name))
 	}
 	backing, state, err := p.waitForRealVolume(ctx, key, class.Name, node.Name)
 	if err != nil {
@@ -107,10 +107,10 @@ func (p *Provisioner) waitForRealVolume(ctx context.Context, key types.Namespace
 		if err := p.client.Delete(ctx, &real, client.Preconditions{UID: &real.UID}); client.IgnoreNotFound(err) != nil {
 			return nil, controller.ProvisioningNoChange, fmt.Errorf("delete claim %s, refused by the provisioner of class %s: %w", key, class, err)
 		}
-		return nil, controller.ProvisioningReschedule, fmt.Errorf("the provisioner of class %s cannot provision on node %s (see the events of claim %s)", class, node, key)
+		return nil, controller.ProvisioningReschedule, because(ReasonProvisionerRefused, fmt.Errorf("the provisioner of class %s cannot provision on node %s (see the events of claim %s)", class, node, key))
 	}
 	if err != nil {
-		return nil, controller.ProvisioningInBackground, fmt.Errorf("waiting for claim %s of class %s on node %s to be bound", key, class, node)
+		return nil, controller.ProvisioningInBackground, because(reasonWaiting, fmt.Errorf("waiting for claim %s of class %s on node %s to be bound", key, class, node))
 	}
 	pv := &corev1.PersistentVolume{}
 	if err := p.client.Get(ctx, types.NamespacedName{Name: real.Spec.VolumeName}, pv); err != nil {

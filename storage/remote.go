@@ -31,11 +31,11 @@ func (p *Provisioner) provisionRemote(ctx context.Context, o controller.Provisio
 	}
 	classes, _, err := placement.NodeStorageClasses(node)
 	if err != nil {
-		return fail(controller.ProvisioningReschedule, err)
+		return fail(controller.ProvisioningReschedule, because(ReasonClassNotOffered, err))
 	}
 	providerClass, err := placement.ResolveStorageClass(classes, requestedClass(pvc))
 	if err != nil {
-		return fail(controller.ProvisioningReschedule, fmt.Errorf("the provider %w", err))
+		return fail(controller.ProvisioningReschedule, because(ReasonClassNotOffered, fmt.Errorf("the provider %w", err)))
 	}
 	twin, state, err := p.twinNamespace(ctx, pvc.Namespace, cluster)
 	if err != nil {
@@ -61,7 +61,7 @@ func (p *Provisioner) provisionRemote(ctx context.Context, o controller.Provisio
 			return fail(controller.ProvisioningNoChange, fmt.Errorf("read claim %s/%s: %w", twin, pvc.Name, err))
 		}
 		if !standsFor(existing, pvc.UID) {
-			return fail(controller.ProvisioningReschedule, fmt.Errorf("claim %s/%s exists there and was not made by ferry for this claim: ferry leaves it alone", twin, pvc.Name))
+			return fail(controller.ProvisioningReschedule, because(ReasonConflict, fmt.Errorf("claim %s/%s exists there and was not made by ferry for this claim: ferry leaves it alone", twin, pvc.Name)))
 		}
 		providerClass = *existing.Spec.StorageClassName
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
@@ -84,7 +84,7 @@ func (p *Provisioner) twinNamespace(ctx context.Context, namespace string, clust
 	var nso ferryv1alpha1.NamespaceOffloading
 	err := p.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)
 	if apierrors.IsNotFound(err) {
-		return "", controller.ProvisioningReschedule, fmt.Errorf("namespace %s is not offloaded", namespace)
+		return "", controller.ProvisioningReschedule, because(ReasonNotOffloaded, fmt.Errorf("namespace %s is not offloaded", namespace))
 	} else if err != nil {
 		return "", controller.ProvisioningNoChange, fmt.Errorf("read NamespaceOffloading of %s: %w", namespace, err)
 	}
@@ -93,11 +93,11 @@ func (p *Provisioner) twinNamespace(ctx context.Context, namespace string, clust
 			continue
 		}
 		if c.Phase != ferryv1alpha1.OffloadingReady || c.TwinNamespace == "" {
-			return "", controller.ProvisioningNoChange, fmt.Errorf("the twin of namespace %s is %s, not Ready yet", namespace, c.Phase)
+			return "", controller.ProvisioningNoChange, because(ReasonTwinNotReady, fmt.Errorf("the twin of namespace %s is %s, not Ready yet", namespace, c.Phase))
 		}
 		return c.TwinNamespace, controller.ProvisioningFinished, nil
 	}
-	return "", controller.ProvisioningReschedule, fmt.Errorf("namespace %s is not offloaded to it", namespace)
+	return "", controller.ProvisioningReschedule, because(ReasonNotOffloaded, fmt.Errorf("namespace %s is not offloaded to it", namespace))
 }
 
 // deleteRemote deletes the provider's claim holding a volume's data. A

@@ -89,6 +89,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := (&RealClaimCollector{Client: mgr.GetClient(), Namespace: opts.Namespace}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("storage: set up real claim collector: %w", err)
 	}
+	if err := registerClaimsCollector(&ClaimsCollector{Reader: mgr.GetClient()}); err != nil {
+		return fmt.Errorf("storage: register metrics: %w", err)
+	}
 	if err := mgr.Add(&RemoteClaimCollector{Client: mgr.GetClient(), Providers: opts.Providers, ClusterID: opts.ClusterID}); err != nil {
 		return fmt.Errorf("storage: add provider claim collector: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	gomegatypes "github.com/onsi/gomega/types"
+	"github.com/prometheus/client_golang/prometheus"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -387,6 +389,9 @@ var _ = Describe("Storage fabric", Label("storage"), Ordered, func() {
 		expectRunningOn(ctx, ns, "before", usNode)
 		before := expectDataIn(ctx, ns, "data-before", "us", twins["us"])
 
+		failuresBefore := storageMetric("ferry_storage_provisioning_failures_total", map[string]string{"cluster": "us"})
+		provisionedBefore := storageMetric("ferry_storage_provisioning_duration_seconds", map[string]string{"cluster": "us"})
+
 		By("stopping the provider's API server")
 		us.StopAPIServer()
 		restarted := false
@@ -408,6 +413,18 @@ var _ = Describe("Storage fabric", Label("storage"), Ordered, func() {
 			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data-during"}, &pvc)).To(Succeed())
 			g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimPending), "nothing can be provisioned in the provider meanwhile")
 		}).WithContext(ctx).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(Succeed())
+		Expect(storageMetric("ferry_storage_provisioning_failures_total", map[string]string{"cluster": "us"})).To(BeNumerically(">", failuresBefore),
+			"the failed attempts are counted")
+		By("exporting the claim a pod waits for as Pending")
+		reg := prometheus.NewPedanticRegistry()
+		Expect(reg.Register(&storage.ClaimsCollector{Reader: consumer.Client})).To(Succeed())
+		families, err := reg.Gather()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(families).To(ContainElement(And(
+			HaveField("GetName()", "ferry_storage_claim_pending_since_timestamp_seconds"),
+			HaveField("GetMetric()", ContainElement(HaveField("GetLabel()", ContainElements(
+				And(HaveField("GetName()", "namespace"), HaveField("GetValue()", ns)),
+				And(HaveField("GetName()", "claim"), HaveField("GetValue()", "data-during")))))))))
 
 		By("starting it again: the waiting claim is provisioned there, the other is as it was")
 		Expect(us.StartAPIServer(ctx)).To(Succeed())
@@ -415,9 +432,45 @@ var _ = Describe("Storage fabric", Label("storage"), Ordered, func() {
 		expectRunningOn(ctx, ns, "during", usNode)
 		expectDataIn(ctx, ns, "data-during", "us", twins["us"])
 		Expect(expectDataIn(ctx, ns, "data-before", "us", twins["us"]).UID).To(Equal(before.UID))
+		Expect(storageMetric("ferry_storage_provisioning_duration_seconds", map[string]string{"cluster": "us"})).To(BeNumerically(">", provisionedBefore),
+			"the claim provisioned after the outage is observed")
 
 		Expect(consumer.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))).To(Succeed())
 		deleteClaims(ctx, ns)
 		expectNothingLeft(ctx, ns, twins)
 	})
 })
+
+// storageMetric sums, over the series of ferry's metrics registry (the test
+// bed's controller managers run in this process) whose labels include
+// labels, the counter's value or the histogram's count.
+func storageMetric(name string, labels map[string]string) float64 {
+	GinkgoHelper()
+	families, err := ctrlmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
