@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -22,6 +23,7 @@ const usage = `usage:
   ferry-volume-mover fetch --dir=DIR --from=HOST:PORT [--termination-log=/dev/termination-log]
   ferry-volume-mover relay --to=HOST:PORT [--listen=:7070]
   ferry-volume-mover --version
+serve and fetch read a shared secret from $FERRY_MOVER_TOKEN when it is set.
 `
 
 // Main runs the program with args (without the program's name) and
@@ -91,7 +93,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		if cmd == "serve" {
-			err = (&Server{Dir: dir, Log: log}).Serve(ctx, ln)
+			err = (&Server{Dir: dir, Token: os.Getenv(TokenEnv), Log: log}).Serve(ctx, ln)
 		} else {
 			err = (&Relay{To: to, Log: log}).Serve(ctx, ln)
 		}
@@ -102,7 +104,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	f := &Fetcher{Dir: dir, From: from, Progress: stdout, ConnectTimeout: connectTimeout, Log: log}
+	f := &Fetcher{Dir: dir, From: from, Token: os.Getenv(TokenEnv), Progress: stdout, ConnectTimeout: connectTimeout, Log: log}
 	res, err := f.Fetch(ctx)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()

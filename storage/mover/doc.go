@@ -20,8 +20,8 @@
 // reach --from for up to --connect-timeout, copies the tree, then
 // verifies it: the SHA-256 digest of the source tree, which serve computes
 // by reading the source again after the copy, must equal the digest fetch
-// computes by reading back what it wrote. Every second it prints a Progress
-// line on stdout ({"bytes":N,"totalBytes":T,"bytesPerSecond":R,"etaSeconds":E});
+// computes by reading back what it wrote. Every second, until it exits, it
+// prints a Progress line on stdout ({"bytes":N,"totalBytes":T,"bytesPerSecond":R,"etaSeconds":E});
 // logs go to stderr. On success it exits 0 and writes the Result
 // ({"bytes":N,"files":F,"sha256":"<hex>"}) to --termination-log; on any
 // failure (the connection lost, the digests differ, the source changed
@@ -33,6 +33,12 @@
 // relay joins every connection it accepts to --to, for a copy between two
 // providers, whose pod networks are joined to the consumer's but not to
 // each other: it runs in the consumer. It exits 0 on SIGTERM.
+//
+// When the environment variable FERRY_MOVER_TOKEN (TokenEnv) is set for
+// serve, GET /tree answers 401 to a fetch that does not present the same
+// value (fetch sends its own FERRY_MOVER_TOKEN), and fetch fails at once:
+// set it from one Secret in both pods so that nobody else reaching serve's
+// port reads the volume.
 //
 // Usage errors exit 2. Run as root, fetch keeps owners; otherwise files are
 // owned by whoever runs it.

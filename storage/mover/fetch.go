@@ -31,6 +31,8 @@ type Fetcher struct {
 	Dir string
 	// From is the server's (or a relay's) HOST:PORT.
 	From string
+	// Token is presented to the server (TokenEnv).
+	Token string
 	// Progress gets a Progress line every ProgressInterval (default 1 s)
 	// and one when the copy ends; nil: none.
 	Progress         io.Writer
@@ -74,10 +76,12 @@ func (f *Fetcher) Fetch(ctx context.Context) (Result, error) {
 	f.Log.Info("copying", "from", f.From, "totalBytes", total, "files", resp.Header.Get(headerFiles))
 
 	p := &progress{total: max(total, 0), start: time.Now(), out: f.Progress}
+	// Lines go on while the copy is verified, at the copy's final count.
 	stop := p.every(f.ProgressInterval)
+	defer stop()
 	x := &extractor{dir: f.Dir, counted: &p.bytes, chown: os.Geteuid() == 0}
 	err = x.extract(resp.Body)
-	stop()
+	p.copied()
 	p.print()
 	if err != nil {
 		// serve says why it stopped, if it could.
@@ -139,6 +143,9 @@ func (f *Fetcher) connect(ctx context.Context) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--from %q: %w", f.From, err)
 	}
+	if f.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.Token)
+	}
 	deadline := time.Now().Add(f.ConnectTimeout)
 	for {
 		resp, err := client.Do(req)
@@ -148,7 +155,11 @@ func (f *Fetcher) connect(ctx context.Context) (*http.Response, error) {
 		if err == nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 			resp.Body.Close()
-			err = fmt.Errorf("%s: %s", resp.Status, body)
+			err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+			if resp.StatusCode == http.StatusUnauthorized {
+				// Trying again will not help.
+				return nil, fmt.Errorf("%s refused this fetch: %w (is %s the same on both sides?)", f.From, err, TokenEnv)
+			}
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			return nil, fmt.Errorf("reach %s (tried for %s): %w", f.From, f.ConnectTimeout, err)
@@ -184,6 +195,14 @@ type progress struct {
 	start time.Time
 	out   io.Writer
 	mu    sync.Mutex
+	end   time.Time // when the copy ended; zero before
+}
+
+// copied marks the end of the copy: the rate is the copy's from then on.
+func (p *progress) copied() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.end = time.Now()
 }
 
 func (p *progress) every(d time.Duration) (stop func()) {
@@ -201,13 +220,20 @@ func (p *progress) every(d time.Duration) (stop func()) {
 			}
 		}
 	})
-	return func() { close(done); wg.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
 func (p *progress) now() Progress {
 	n := p.bytes.Load()
 	pr := Progress{Bytes: n, TotalBytes: max(p.total, n), ETASeconds: -1}
-	if secs := time.Since(p.start).Seconds(); secs > 0 && n > 0 {
+	p.mu.Lock()
+	end := p.end
+	p.mu.Unlock()
+	if end.IsZero() {
+		end = time.Now()
+	}
+	if secs := end.Sub(p.start).Seconds(); secs > 0 && n > 0 {
 		rate := float64(n) / secs
 		pr.BytesPerSecond = int64(rate)
 		pr.ETASeconds = int64(float64(pr.TotalBytes-n)/rate + 0.5)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -314,4 +315,28 @@ func TestTreeDigestIsDeterministicAndCoversEachProperty(t *testing.T) {
 			t.Errorf("changing the %s did not change the digest", name)
 		}
 	}
+}
+
+func TestTokenIsRequiredWhenSet(t *testing.T) {
+	src := t.TempDir()
+	makeTree(t, src, 1<<10)
+	addr := startServer(t, &Server{Dir: src, Token: "s3cret"})
+	for _, token := range []string{"", "wrong", "s3cret-but-longer"} {
+		start := time.Now()
+		f := &Fetcher{Dir: t.TempDir(), From: addr, Token: token, ConnectTimeout: time.Minute}
+		_, err := f.Fetch(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "401") || time.Since(start) > 10*time.Second {
+			t.Fatalf("fetch with token %q: %v after %s, want refused at once", token, err, time.Since(start))
+		}
+	}
+	dst := t.TempDir()
+	if _, err := (&Fetcher{Dir: dst, From: addr, Token: "s3cret"}).Fetch(t.Context()); err != nil {
+		t.Fatalf("fetch with the token: %v", err)
+	}
+	compareTrees(t, src, dst)
+	resp, err := http.Get("http://" + addr + healthPath)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %v %v", healthPath, resp, err)
+	}
+	resp.Body.Close()
 }

@@ -37,8 +37,13 @@ type proc struct {
 
 func startProc(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, nil, args...)
+}
+
+func startProcEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{cmd: exec.Command(os.Args[0], args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), "FERRY_MOVER_MAIN=1")
+	p.cmd.Env = append(append(os.Environ(), "FERRY_MOVER_MAIN=1", TokenEnv+"="), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -117,11 +122,13 @@ func TestProcessFetchKilledMidCopyThenRerunSucceeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serve := startProc(t, "serve", "--dir="+src, "--listen=127.0.0.1:0")
+	// With a token on both sides.
+	token := []string{TokenEnv + "=s3cret"}
+	serve := startProcEnv(t, token, "serve", "--dir="+src, "--listen=127.0.0.1:0")
 	addr := serve.address(t)
 	stall := startCutter(t, addr, 8<<20, true)
 	term := filepath.Join(tmp, "termination-log")
-	fetch := startProc(t, "fetch", "--dir="+dst, "--from="+stall.addr(), "--termination-log="+term)
+	fetch := startProcEnv(t, token, "fetch", "--dir="+dst, "--from="+stall.addr(), "--termination-log="+term)
 	select {
 	case <-stall.reached:
 	case <-time.After(30 * time.Second):
@@ -141,7 +148,16 @@ func TestProcessFetchKilledMidCopyThenRerunSucceeds(t *testing.T) {
 	}
 	stall.release()
 
-	again := startProc(t, "fetch", "--dir="+dst, "--from="+addr, "--termination-log="+term)
+	// Without the token: refused at once, nothing copied.
+	refused := startProc(t, "fetch", "--dir="+dst, "--from="+addr, "--termination-log="+term, "--connect-timeout=1m")
+	if code := refused.wait(t); code != 1 {
+		t.Fatalf("fetch without the token exited %d", code)
+	}
+	if msg, _ := os.ReadFile(term); !strings.Contains(string(msg), "401") || !strings.Contains(string(msg), TokenEnv) {
+		t.Fatalf("termination log of a fetch without the token: %q", msg)
+	}
+
+	again := startProcEnv(t, token, "fetch", "--dir="+dst, "--from="+addr, "--termination-log="+term)
 	if code := again.wait(t); code != 0 {
 		t.Fatalf("rerun exited %d:\n%s", code, again.stderr.Bytes())
 	}

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -40,6 +42,20 @@ const (
 	trailerError      = "Ferry-Error"
 )
 
+// TokenEnv names the environment variable holding a shared secret: when
+// set for serve, a fetch must present it (fetch sends its own), so that
+// nobody else who reaches serve's port reads the volume. Pods set it from
+// a Secret.
+const TokenEnv = "FERRY_MOVER_TOKEN"
+
+func validToken(token string, r *http.Request) bool {
+	if token == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
 // copyBuffer is the size of every buffer a copy goes through: memory is
 // bounded by a few of these, whatever the files' sizes.
 const copyBuffer = 256 << 10
@@ -63,7 +79,9 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 // the old connection to time out), and serving goes on after each fetch.
 type Server struct {
 	Dir string
-	Log *slog.Logger
+	// Token, when set, must be presented by every fetch (TokenEnv).
+	Token string
+	Log   *slog.Logger
 
 	slot chan struct{} // held by the transfer being served
 	mu   sync.Mutex
@@ -137,6 +155,11 @@ func (s *Server) release() {
 }
 
 func (s *Server) serveTree(w http.ResponseWriter, r *http.Request) {
+	if !validToken(s.Token, r) {
+		s.Log.Warn("refused a fetch without the token", "fetcher", r.RemoteAddr)
+		http.Error(w, "a fetch must present the token "+TokenEnv+" holds", http.StatusUnauthorized)
+		return
+	}
 	if !s.acquire(r) {
 		return
 	}
