@@ -296,7 +296,7 @@ type extractor struct {
 	dir     string
 	counted *atomic.Int64
 	chown   bool
-	dirs    []*tar.Header // directories whose mode and times are set last
+	dirs    []meta // directories, whose owners, modes and times are set last
 }
 
 func (x *extractor) extract(r io.Reader) error {
@@ -321,7 +321,7 @@ func (x *extractor) extract(r io.Reader) error {
 				return fmt.Errorf("the stream does not start with the root directory but %q", hdr.Name)
 			}
 			sawRoot = true
-			x.dirs = append(x.dirs, hdr)
+			x.dirs = append(x.dirs, metaOf(hdr))
 			continue
 		}
 		if err := x.entry(root, tr, hdr, buf); err != nil {
@@ -333,8 +333,8 @@ func (x *extractor) extract(r io.Reader) error {
 	}
 	// Deepest first, so that a read-only directory is closed after its
 	// children are set.
-	for _, hdr := range slices.Backward(x.dirs) {
-		if err := x.finish(root, hdr); err != nil {
+	for _, m := range slices.Backward(x.dirs) {
+		if err := x.finish(root, m); err != nil {
 			return err
 		}
 	}
@@ -351,7 +351,7 @@ func (x *extractor) entry(root *os.Root, tr *tar.Reader, hdr *tar.Header, buf []
 		if err := root.Mkdir(name, 0o700); err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
-		x.dirs = append(x.dirs, hdr)
+		x.dirs = append(x.dirs, metaOf(hdr))
 		return nil
 	case tar.TypeSymlink:
 		if err := root.Symlink(hdr.Linkname, name); err != nil {
@@ -385,24 +385,37 @@ func (x *extractor) entry(root *os.Root, tr *tar.Reader, hdr *tar.Header, buf []
 		if err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
-		return x.finish(root, hdr)
+		return x.finish(root, metaOf(hdr))
 	}
 	return fmt.Errorf("the stream holds %q of unsupported type %q", name, hdr.Typeflag)
 }
 
+// meta is what finish sets of an entry: only this is kept of each
+// directory until the end.
+type meta struct {
+	name     string
+	mode     int64
+	uid, gid int
+	mtime    time.Time
+}
+
+func metaOf(hdr *tar.Header) meta {
+	return meta{name: hdr.Name, mode: hdr.Mode, uid: hdr.Uid, gid: hdr.Gid, mtime: hdr.ModTime}
+}
+
 // finish sets an entry's owner (when running as root), mode and times.
-func (x *extractor) finish(root *os.Root, hdr *tar.Header) error {
-	name := hdr.Name
+func (x *extractor) finish(root *os.Root, hdr meta) error {
+	name := hdr.name
 	if x.chown {
-		if err := root.Lchown(name, hdr.Uid, hdr.Gid); err != nil {
+		if err := root.Lchown(name, hdr.uid, hdr.gid); err != nil {
 			return fmt.Errorf("owner of %s: %w", name, err)
 		}
 	}
 	// After chown, which clears setuid and setgid.
-	if err := root.Chmod(name, fileMode(hdr.Mode)); err != nil {
+	if err := root.Chmod(name, fileMode(hdr.mode)); err != nil {
 		return fmt.Errorf("mode of %s: %w", name, err)
 	}
-	if err := root.Chtimes(name, hdr.ModTime, hdr.ModTime); err != nil {
+	if err := root.Chtimes(name, hdr.mtime, hdr.mtime); err != nil {
 		return fmt.Errorf("times of %s: %w", name, err)
 	}
 	return nil

@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -339,4 +343,54 @@ func TestTokenIsRequiredWhenSet(t *testing.T) {
 		t.Fatalf("GET %s: %v %v", healthPath, resp, err)
 	}
 	resp.Body.Close()
+}
+
+// TestMemoryStaysBounded copies a 256 MiB file, serve and fetch in this
+// process, and samples the heap: it must not grow with the file.
+func TestMemoryStaysBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 512 MiB")
+	}
+	src, dst := t.TempDir(), t.TempDir()
+	f, err := os.Create(filepath.Join(src, "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(f, randReader{rand.New(rand.NewPCG(3, 4))}, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	addr := startServer(t, &Server{Dir: src})
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > peak.Load() {
+				peak.Store(ms.HeapAlloc)
+			}
+		}
+	}()
+	_, _, err = fetchInto(t, dst, addr, nil)
+	close(done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	growth := int64(peak.Load()) - int64(base)
+	t.Logf("heap: %d MiB before, peak %d MiB during the copy", base>>20, peak.Load()>>20)
+	if growth > 32<<20 {
+		t.Fatalf("the heap grew by %d MiB copying a 256 MiB file", growth>>20)
+	}
 }
