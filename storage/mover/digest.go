@@ -1,6 +1,7 @@
 package mover
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -144,9 +145,17 @@ func walkTree(dir string, fn func(rel string, info fs.FileInfo, kind byte) error
 // digester). Other entries are left out. It reads every file through a
 // fixed buffer.
 func TreeDigest(dir string) (Sum, error) {
+	return treeDigest(context.Background(), dir)
+}
+
+// treeDigest is TreeDigest, given up when ctx ends.
+func treeDigest(ctx context.Context, dir string) (Sum, error) {
 	d := newDigester()
 	buf := make([]byte, copyBuffer)
 	err := walkTree(dir, func(rel string, info fs.FileInfo, kind byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		path := filepath.Join(dir, filepath.FromSlash(rel))
 		switch kind {
 		case kindSymlink:
@@ -164,7 +173,7 @@ func TreeDigest(dir string) (Sum, error) {
 			}
 			defer f.Close()
 			d.entry(rel, kind, unixMode(info.Mode()), info.Size(), "")
-			if _, err := io.CopyBuffer(d, f, buf); err != nil {
+			if _, err := io.CopyBuffer(d, ctxReader{ctx, f}, buf); err != nil {
 				return fmt.Errorf("read %s: %w", path, err)
 			}
 		}
@@ -174,4 +183,17 @@ func TreeDigest(dir string) (Sum, error) {
 		return Sum{}, fmt.Errorf("digest of %s: %w", dir, err)
 	}
 	return d.sum(), nil
+}
+
+// ctxReader reads r until ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

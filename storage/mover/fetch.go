@@ -102,7 +102,7 @@ func (f *Fetcher) Fetch(ctx context.Context) (Result, error) {
 	var wg sync.WaitGroup
 	var written Sum
 	var werr error
-	wg.Go(func() { written, werr = TreeDigest(f.Dir) })
+	wg.Go(func() { written, werr = treeDigest(ctx, f.Dir) })
 	_, rerr := io.Copy(io.Discard, resp.Body)
 	wg.Wait()
 	if rerr != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -263,7 +264,8 @@ func TestFetchWaitsForTheSource(t *testing.T) {
 	compareTrees(t, src, dst)
 	// Nothing listening at all: a failure within the connect timeout.
 	start := time.Now()
-	if _, _, err := fetchInto(t, t.TempDir(), "127.0.0.1:1", nil); err == nil || time.Since(start) > 10*time.Second {
+	f := &Fetcher{Dir: t.TempDir(), From: "127.0.0.1:1", ConnectTimeout: 500 * time.Millisecond}
+	if _, err := f.Fetch(t.Context()); err == nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("fetch from nothing: %v after %s", err, time.Since(start))
 	}
 }
@@ -392,5 +394,18 @@ func TestMemoryStaysBounded(t *testing.T) {
 	t.Logf("heap: %d MiB before, peak %d MiB during the copy", base>>20, peak.Load()>>20)
 	if growth > 32<<20 {
 		t.Fatalf("the heap grew by %d MiB copying a 256 MiB file", growth>>20)
+	}
+}
+
+// TestDigestStopsWithItsContext: serve's second read of the source stops
+// when the fetch it serves is ended (by a newer one), not at the end of a
+// large volume.
+func TestDigestStopsWithItsContext(t *testing.T) {
+	dir := t.TempDir()
+	makeTree(t, dir, 1<<10)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := treeDigest(ctx, dir); !errors.Is(err, context.Canceled) {
+		t.Fatalf("digest with its context ended: %v", err)
 	}
 }

@@ -127,11 +127,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // if any, and waits for its slot.
 func (s *Server) acquire(r *http.Request) bool {
 	conn, _ := r.Context().Value(connKey{}).(net.Conn)
+	var ended net.Conn
 	for {
 		s.mu.Lock()
-		if s.cur != nil {
+		if s.cur != nil && s.cur != ended {
 			s.Log.Info("a new fetch ends the one being served", "old", s.cur.RemoteAddr().String(), "new", r.RemoteAddr)
 			_ = s.cur.Close()
+			ended = s.cur
 		}
 		s.mu.Unlock()
 		select {
@@ -188,7 +190,7 @@ func (s *Server) serveTree(w http.ResponseWriter, r *http.Request) {
 	}
 	// The second read: what the source holds now. Fetch compares its own
 	// digest of what it wrote with this one.
-	now, err := TreeDigest(s.Dir)
+	now, err := treeDigest(r.Context(), s.Dir)
 	if err != nil {
 		log.Error("digest of the source", "err", err)
 		w.Header().Set(trailerError, reasonLine(err))
