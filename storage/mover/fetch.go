@@ -230,13 +230,17 @@ func (p *progress) now() Progress {
 	p.mu.Lock()
 	end := p.end
 	p.mu.Unlock()
-	if end.IsZero() {
+	copied := !end.IsZero()
+	if !copied {
 		end = time.Now()
 	}
 	if secs := end.Sub(p.start).Seconds(); secs > 0 && n > 0 {
 		rate := float64(n) / secs
 		pr.BytesPerSecond = int64(rate)
 		pr.ETASeconds = int64(float64(pr.TotalBytes-n)/rate + 0.5)
+	}
+	if copied {
+		pr.ETASeconds = 0
 	}
 	return pr
 }
@@ -260,6 +264,9 @@ func emptyDir(dir string) error {
 	}
 	if !info.IsDir() {
 		return fmt.Errorf("--dir %s is not a directory", dir)
+	}
+	if abs, err := filepath.Abs(dir); err != nil || abs == "/" {
+		return fmt.Errorf("--dir %s: refusing to empty the root directory", dir)
 	}
 	removeAll := func() error {
 		entries, err := os.ReadDir(dir)

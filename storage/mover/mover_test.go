@@ -409,3 +409,25 @@ func TestDigestStopsWithItsContext(t *testing.T) {
 		t.Fatalf("digest with its context ended: %v", err)
 	}
 }
+
+func TestFetchOfAnEmptyTreeAndRefusals(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	res, lines, err := fetchInto(t, dst, startServer(t, &Server{Dir: src}), nil)
+	if err != nil || res.Bytes != 0 || res.Files != 0 || !sha256Hex.MatchString(res.SHA256) {
+		t.Fatalf("fetch of an empty tree: %+v %v", res, err)
+	}
+	if last := lines[len(lines)-1]; last != (Progress{ETASeconds: 0}) {
+		t.Errorf("last progress of an empty tree: %+v, want all zero", last)
+	}
+	compareTrees(t, src, dst)
+	if _, err := (&Fetcher{Dir: "/", From: "127.0.0.1:1"}).Fetch(t.Context()); err == nil || !strings.Contains(err.Error(), "root directory") {
+		t.Fatalf("fetch into /: %v", err)
+	}
+	file := filepath.Join(dst, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Fetcher{Dir: file, From: "127.0.0.1:1"}).Fetch(t.Context()); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("fetch into a file: %v", err)
+	}
+}
