@@ -169,4 +169,3 @@ func (r realRandom) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
