@@ -7,7 +7,12 @@ import (
 // BenchmarkServeFetch copies a 256 MiB tree (one 224 MiB file, many small
 // ones) from serve to fetch on loopback, verification included; MB/s is
 // the whole fetch's rate.
-func BenchmarkServeFetch(b *testing.B) {
+func BenchmarkServeFetch(b *testing.B) { benchmarkCopy(b, false) }
+
+// BenchmarkServeRelayFetch is BenchmarkServeFetch through a relay.
+func BenchmarkServeRelayFetch(b *testing.B) { benchmarkCopy(b, true) }
+
+func benchmarkCopy(b *testing.B, relay bool) {
 	src, dst := b.TempDir(), b.TempDir()
 	makeTree(b, src, 224<<20)
 	sum, err := TreeDigest(src)
@@ -15,6 +20,9 @@ func BenchmarkServeFetch(b *testing.B) {
 		b.Fatal(err)
 	}
 	addr := startServer(b, &Server{Dir: src})
+	if relay {
+		addr = startRelay(b, addr)
+	}
 	b.SetBytes(sum.Bytes)
 	b.ResetTimer()
 	for b.Loop() {
