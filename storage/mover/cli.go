@@ -20,7 +20,7 @@ const Name = "ferry-volume-mover"
 
 const usage = `usage:
   ferry-volume-mover serve --dir=DIR [--listen=:7070]
-  ferry-volume-mover fetch --dir=DIR --from=HOST:PORT [--termination-log=/dev/termination-log]
+  ferry-volume-mover fetch --dir=DIR --from=HOST:PORT [--termination-log=/dev/termination-log] [--connect-timeout=2m] [--idle-timeout=2m]
   ferry-volume-mover relay --to=HOST:PORT [--listen=:7070]
   ferry-volume-mover --version
 serve and fetch read a shared secret from $FERRY_MOVER_TOKEN when it is set.
@@ -40,7 +40,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet(Name+" "+cmd, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var dir, listen, from, to, termLog string
-	var connectTimeout time.Duration
+	var connectTimeout, idleTimeout time.Duration
 	switch cmd {
 	case "serve":
 		fs.StringVar(&dir, "dir", "", "directory whose tree is served, read-only (required)")
@@ -50,6 +50,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&from, "from", "", "HOST:PORT of the serve (or relay) to copy from (required)")
 		fs.StringVar(&termLog, "termination-log", "/dev/termination-log", "file written with the result (JSON) or the reason of a failure (one line); empty: none")
 		fs.DurationVar(&connectTimeout, "connect-timeout", 2*time.Minute, "how long to keep trying to reach --from before the copy starts")
+		fs.DurationVar(&idleTimeout, "idle-timeout", 2*time.Minute, "fail when nothing comes from --from for this long once the copy has started")
 	case "relay":
 		fs.StringVar(&listen, "listen", ":7070", "TCP address to accept connections on")
 		fs.StringVar(&to, "to", "", "HOST:PORT every connection is relayed to (required)")
@@ -104,7 +105,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	f := &Fetcher{Dir: dir, From: from, Token: os.Getenv(TokenEnv), Progress: stdout, ConnectTimeout: connectTimeout, Log: log}
+	f := &Fetcher{Dir: dir, From: from, Token: os.Getenv(TokenEnv), Progress: stdout, ConnectTimeout: connectTimeout, IdleTimeout: idleTimeout, Log: log}
 	res, err := f.Fetch(ctx)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()

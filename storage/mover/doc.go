@@ -6,7 +6,7 @@
 // # Usage
 //
 //	ferry-volume-mover serve --dir=/data [--listen=:7070]
-//	ferry-volume-mover fetch --dir=/data --from=HOST:PORT [--termination-log=/dev/termination-log] [--connect-timeout=2m]
+//	ferry-volume-mover fetch --dir=/data --from=HOST:PORT [--termination-log=/dev/termination-log] [--connect-timeout=2m] [--idle-timeout=2m]
 //	ferry-volume-mover relay --to=HOST:PORT [--listen=:7070]
 //
 // serve runs beside the source volume and serves its tree read-only, to
@@ -17,7 +17,8 @@
 //
 // fetch runs beside the target volume. It empties --dir first (a
 // restarted copy starts clean, never a mix of two copies), keeps trying to
-// reach --from for up to --connect-timeout, copies the tree, then
+// reach --from for up to --connect-timeout, copies the tree (failing when
+// nothing arrives for --idle-timeout: a hung serve, a cut tunnel), then
 // verifies it: the SHA-256 digest of the source tree, which serve computes
 // by reading the source again after the copy, must equal the digest fetch
 // computes by reading back what it wrote. Every second, until it exits, it
@@ -66,5 +67,7 @@
 // in trailers after it, so one request carries the whole copy and its
 // proof. Each side reads and writes through fixed buffers: memory does not
 // grow with file sizes. TCP keep-alives notice a peer gone without closing
-// (a cut tunnel) within about 25 s.
+// (a cut tunnel) within about 25 s; while serve reads the source again
+// after the stream it writes a newline every 5 s after the tar's end (fetch
+// discards what follows the tar), so fetch's --idle-timeout holds then too.
 package mover

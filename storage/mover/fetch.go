@@ -40,7 +40,10 @@ type Fetcher struct {
 	// ConnectTimeout bounds the time spent reaching From before the copy
 	// starts (the server's pod may start after this one); default 2 min.
 	ConnectTimeout time.Duration
-	Log            *slog.Logger
+	// IdleTimeout ends the copy when nothing arrives for that long once it
+	// has started (a hung serve, a cut tunnel); default 2 min.
+	IdleTimeout time.Duration
+	Log         *slog.Logger
 
 	// afterExtract, when set (tests), runs after the tree is written and
 	// before it is verified.
@@ -60,6 +63,9 @@ func (f *Fetcher) Fetch(ctx context.Context) (Result, error) {
 	}
 	if f.ConnectTimeout <= 0 {
 		f.ConnectTimeout = 2 * time.Minute
+	}
+	if f.IdleTimeout <= 0 {
+		f.IdleTimeout = 2 * time.Minute
 	}
 	if err := emptyDir(f.Dir); err != nil {
 		return Result{}, err
@@ -134,8 +140,15 @@ func (f *Fetcher) Fetch(ctx context.Context) (Result, error) {
 // cannot be reached or does not answer 200.
 func (f *Fetcher) connect(ctx context.Context) (*http.Response, error) {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAliveConfig: keepAlive}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &idleConn{Conn: c, idle: f.IdleTimeout}, nil
+	}
 	client := &http.Client{Transport: &http.Transport{
-		DialContext:        dialer.DialContext,
+		DialContext:        dial,
 		DisableCompression: true,
 		Proxy:              nil,
 	}}
@@ -446,5 +459,22 @@ type countingReader struct {
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
+	return n, err
+}
+
+// idleConn fails a Read that waits longer than idle for a byte.
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.idle)); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("nothing came for %s: %w", c.idle, err)
+	}
 	return n, err
 }

@@ -431,3 +431,36 @@ func TestFetchOfAnEmptyTreeAndRefusals(t *testing.T) {
 		t.Fatalf("fetch into a file: %v", err)
 	}
 }
+
+// TestIdleTimeout: a serve that stops sending mid-copy fails the fetch
+// after IdleTimeout; one that is quiet only while it reads the source
+// again sends heartbeats, and the fetch waits for its digest.
+func TestIdleTimeout(t *testing.T) {
+	src := t.TempDir()
+	makeTree(t, src, 1<<20)
+
+	hung := &Server{Dir: src}
+	release := make(chan struct{})
+	defer close(release)
+	hung.afterEntry = func(rel string) {
+		if rel == "data/part-03" {
+			<-release
+		}
+	}
+	start := time.Now()
+	f := &Fetcher{Dir: t.TempDir(), From: startServer(t, hung), IdleTimeout: time.Second}
+	_, err := f.Fetch(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "nothing came for 1s") || time.Since(start) > 10*time.Second {
+		t.Fatalf("fetch from a serve that stopped sending: %v after %s", err, time.Since(start))
+	}
+	t.Logf("hung serve: %v", err)
+
+	slow := &Server{Dir: src, HeartbeatInterval: 100 * time.Millisecond}
+	slow.beforeDigest = func() { time.Sleep(2500 * time.Millisecond) }
+	dst := t.TempDir()
+	f = &Fetcher{Dir: dst, From: startServer(t, slow), IdleTimeout: time.Second}
+	if _, err := f.Fetch(t.Context()); err != nil {
+		t.Fatalf("fetch from a serve slow to read the source again: %v", err)
+	}
+	compareTrees(t, src, dst)
+}

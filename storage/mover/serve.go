@@ -87,8 +87,15 @@ type Server struct {
 	mu   sync.Mutex
 	cur  net.Conn // the connection of the transfer being served
 
-	// afterEntry, when set (tests), is called after each entry is sent.
-	afterEntry func(rel string)
+	// HeartbeatInterval is how often serve writes a byte while it reads
+	// the source again after the stream (default 5 s): less than a fetch's
+	// IdleTimeout.
+	HeartbeatInterval time.Duration
+
+	// afterEntry, when set (tests), is called after each entry is sent;
+	// beforeDigest before the source is read again.
+	afterEntry   func(rel string)
+	beforeDigest func()
 }
 
 type connKey struct{}
@@ -189,8 +196,15 @@ func (s *Server) serveTree(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The second read: what the source holds now. Fetch compares its own
-	// digest of what it wrote with this one.
+	// digest of what it wrote with this one. Meanwhile a newline now and
+	// then after the tar's end (fetch discards what follows it) tells
+	// fetch that serve is still there.
+	stopBeats := s.heartbeat(w)
+	if s.beforeDigest != nil {
+		s.beforeDigest()
+	}
 	now, err := treeDigest(r.Context(), s.Dir)
+	stopBeats()
 	if err != nil {
 		log.Error("digest of the source", "err", err)
 		w.Header().Set(trailerError, reasonLine(err))
@@ -202,6 +216,34 @@ func (s *Server) serveTree(w http.ResponseWriter, r *http.Request) {
 		log.Warn("the source changed while it was sent", "sent", sent.SHA256, "now", now.SHA256)
 	}
 	log.Info("sent", "bytes", sent.Bytes, "files", sent.Files, "sha256", now.SHA256, "duration", time.Since(start).Round(time.Millisecond).String())
+}
+
+// heartbeat writes a newline to w every HeartbeatInterval until stop,
+// which returns once it no longer writes.
+func (s *Server) heartbeat(w http.ResponseWriter) (stop func()) {
+	every := s.HeartbeatInterval
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	rc := http.NewResponseController(w)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if _, err := w.Write([]byte{'\n'}); err != nil {
+					return
+				}
+				_ = rc.Flush()
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }
 
 // writeTree writes the tree as tar to w, returning the digest of what it
