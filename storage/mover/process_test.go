@@ -248,3 +248,27 @@ func TestProcessUsageErrors(t *testing.T) {
 		t.Errorf("termination log of a fetch without its directory: %q", msg)
 	}
 }
+
+func TestProcessFetchStoppedBySIGTERMSaysSo(t *testing.T) {
+	src, dst, tmp := t.TempDir(), t.TempDir(), t.TempDir()
+	makeTree(t, src, 16<<20)
+	serve := startProc(t, "serve", "--dir="+src, "--listen=127.0.0.1:0")
+	stall := startCutter(t, serve.address(t), 4<<20, true)
+	term := filepath.Join(tmp, "termination-log")
+	fetch := startProc(t, "fetch", "--dir="+dst, "--from="+stall.addr(), "--termination-log="+term)
+	select {
+	case <-stall.reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the copy never got going")
+	}
+	if err := fetch.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := fetch.wait(t); code != 1 {
+		t.Fatalf("fetch stopped by SIGTERM exited %d", code)
+	}
+	msg, _ := os.ReadFile(term)
+	if _, err := ParseTerminationMessage(string(msg)); err == nil || !strings.Contains(string(msg), "interrupted") {
+		t.Fatalf("termination log of a fetch stopped by SIGTERM: %q", msg)
+	}
+}
