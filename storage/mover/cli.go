@@ -44,7 +44,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "serve":
 		fs.StringVar(&dir, "dir", "", "directory whose tree is served, read-only (required)")
-		fs.StringVar(&listen, "listen", ":7070", "TCP address to serve on")
+		fs.StringVar(&listen, "listen", fmt.Sprintf(":%d", DefaultPort), "TCP address to serve on")
 	case "fetch":
 		fs.StringVar(&dir, "dir", "", "directory emptied, then filled with the served tree (required)")
 		fs.StringVar(&from, "from", "", "HOST:PORT of the serve (or relay) to copy from (required)")
@@ -52,7 +52,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.DurationVar(&connectTimeout, "connect-timeout", 2*time.Minute, "how long to keep trying to reach --from before the copy starts")
 		fs.DurationVar(&idleTimeout, "idle-timeout", 2*time.Minute, "fail when nothing comes from --from for this long once the copy has started")
 	case "relay":
-		fs.StringVar(&listen, "listen", ":7070", "TCP address to accept connections on")
+		fs.StringVar(&listen, "listen", fmt.Sprintf(":%d", DefaultPort), "TCP address to accept connections on")
 		fs.StringVar(&to, "to", "", "HOST:PORT every connection is relayed to (required)")
 	case "--version", "version":
 		fmt.Fprintln(stdout, Name, version.Get().String())

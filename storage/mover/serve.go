@@ -27,7 +27,7 @@ import (
 // trailers below.
 const (
 	treePath   = "/tree"
-	healthPath = "/healthz"
+	healthPath = HealthPath
 
 	// headerTotalBytes and headerFiles: the source's regular files' total
 	// size and number when the stream starts (for progress).
@@ -40,6 +40,13 @@ const (
 	trailerSHA256     = "Ferry-Sha256"
 	trailerSentSHA256 = "Ferry-Sent-Sha256"
 	trailerError      = "Ferry-Error"
+)
+
+// DefaultPort is the port serve and relay listen on by default (--listen
+// :7070); HealthPath answers 200 on serve's port, for a readiness probe.
+const (
+	DefaultPort = 7070
+	HealthPath  = "/healthz"
 )
 
 // TokenEnv names the environment variable holding a shared secret: when

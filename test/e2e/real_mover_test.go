@@ -81,7 +81,7 @@ func realMoverCopiesAClaim(ctx context.Context) {
 	claim("target")
 	start := time.Now()
 	serve, err := c.Kube.CoreV1().Pods(ns).Create(ctx, pod("serve", "source", []string{"serve", "--dir=/data", "--listen=:7070"},
-		&corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(7070)}}, PeriodSeconds: 1}), metav1.CreateOptions{})
+		&corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: mover.HealthPath, Port: intstr.FromInt32(mover.DefaultPort)}}, PeriodSeconds: 1}), metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	Eventually(func(g Gomega) {
 		serve, err = c.Kube.CoreV1().Pods(ns).Get(ctx, "serve", metav1.GetOptions{})
