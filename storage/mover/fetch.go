@@ -110,6 +110,9 @@ func (f *Fetcher) Fetch(ctx context.Context) (Result, error) {
 	var werr error
 	wg.Go(func() { written, werr = treeDigest(ctx, f.Dir) })
 	_, rerr := io.Copy(io.Discard, resp.Body)
+	if rerr != nil {
+		cancel() // no digest to compare with: stop reading back
+	}
 	wg.Wait()
 	if rerr != nil {
 		return Result{}, fmt.Errorf("copy from %s: waiting for the source's digest: %w", f.From, rerr)
