@@ -366,7 +366,7 @@ func (x *extractor) extract(r io.Reader) error {
 
 func (x *extractor) entry(root *os.Root, tr *tar.Reader, hdr *tar.Header, buf []byte) error {
 	name := hdr.Name
-	if !fs.ValidPath(name) || name == "." {
+	if !validName(name) {
 		return fmt.Errorf("the stream holds an invalid path %q", name)
 	}
 	switch hdr.Typeflag {
@@ -480,4 +480,19 @@ func (c *idleConn) Read(p []byte) (int, error) {
 		err = fmt.Errorf("nothing came for %s: %w", c.idle, err)
 	}
 	return n, err
+}
+
+// validName reports whether name is a relative, slash-separated path
+// without empty, "." or ".." elements, nor NUL. Any other bytes are
+// allowed: Linux names need not be UTF-8.
+func validName(name string) bool {
+	if name == "" || strings.ContainsRune(name, 0) {
+		return false
+	}
+	for elem := range strings.SplitSeq(name, "/") {
+		if elem == "" || elem == "." || elem == ".." {
+			return false
+		}
+	}
+	return true
 }
