@@ -197,6 +197,9 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 
 	It("keeps a StatefulSet's data in the provider: each pod, deleted or scaled to 0 and back, returns there to its own claim and file", realStatefulDataSurvives)
 
+	// ferry-volume-mover's image on a real node (real_mover_test.go).
+	It("copies a claim's files with ferry-volume-mover's image: serve and fetch pods, verified by digest", Label("storage", "mover"), realMoverCopiesAClaim)
+
 	It("ran every ferry component without a restart", func(ctx context.Context) {
 		var total int64
 		for _, c := range []*testbed.Cluster{consumer, provider} {
