@@ -172,3 +172,39 @@ func drain(w *RemoteClaimWatcher) {
 		}
 	}
 }
+
+// The provider names its claim's volume a write before it binds the claim:
+// the local volume is written once, at the binding, not at each step.
+func TestPendingProviderClaimWithAVolumeNameWritesNothing(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	user := claim("1Gi")
+	ref := remoteRef{Cluster: "eu", Namespace: "shop-home", Name: user.Name}
+	pv := remoteVolume("pvc-uid-1", user, &storagev1.StorageClass{}, ref, "standard")
+	consumer := fake.NewClientBuilder().WithScheme(s).WithRuntimeObjects(pv).Build()
+	remote := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop-home", Name: user.Name, Labels: originLabels("home", user)},
+		Spec:       claimSpecFor(user, "standard"),
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending},
+	}
+	remote.Spec.VolumeName = "pv-real-1"
+	provider := fake.NewClientBuilder().WithScheme(s).WithRuntimeObjects(remote).Build()
+	r := &RemoteVolumeReconciler{Client: consumer, Providers: oneProvider{"eu", provider}}
+	before := &corev1.PersistentVolume{}
+	if err := consumer.Get(ctx, client.ObjectKeyFromObject(pv), before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pv)}); err != nil {
+		t.Fatal(err)
+	}
+	after := &corev1.PersistentVolume{}
+	if err := consumer.Get(ctx, client.ObjectKeyFromObject(pv), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("the local volume was written (annotations %v) while its provider claim is still Pending", after.Annotations)
+	}
+}

@@ -98,12 +98,18 @@ func (r *RemoteVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if remote.Status.Phase != corev1.ClaimBound && !r.Watcher.Watching(ref) {
 		next = pendingPoll
 	}
-	var capacity resource.Quantity
+	var (
+		capacity resource.Quantity
+		volume   string
+	)
 	if remote.Status.Phase == corev1.ClaimBound {
-		capacity = capacityOf(remote)
+		// The volume is recorded with the binding: the provider names
+		// it (spec.volumeName) a write before it binds, and recording it
+		// then would cost a write of the local volume of its own.
+		capacity, volume = capacityOf(remote), remote.Spec.VolumeName
 	}
 	previous := pv.Annotations[AnnotationRemotePhase]
-	res, err := r.updateVolume(ctx, pv, string(remote.Status.Phase), remote.Spec.VolumeName, capacity, next)
+	res, err := r.updateVolume(ctx, pv, string(remote.Status.Phase), volume, capacity, next)
 	if err != nil {
 		return res, err
 	}
