@@ -20,10 +20,12 @@ import (
 // an offloaded pod, in the provider.
 const (
 	claimSelected       stage = "claim-selected"        // the scheduler picked the first pod's node for the claim (volume.kubernetes.io/selected-node)
+	claimHanded         stage = "claim-handed"          // kube-controller-manager handed it to its provisioner (volume.kubernetes.io/storage-provisioner)
 	claimVolume         stage = "volume"                // the provisioner created the claim's volume
 	claimBound          stage = "claim-bound"           // the claim is Bound
 	remoteClaim         stage = "remote-claim"          // the provider claim standing for it exists
 	remoteClaimSelected stage = "remote-claim-selected" // the provider's scheduler picked the remote pod's node for it
+	remoteClaimHanded   stage = "remote-claim-handed"   // the provider's kube-controller-manager handed it to its provisioner
 	remoteVolume        stage = "remote-volume"         // the provider's provisioner created its volume
 	remoteClaimBound    stage = "remote-claim-bound"    // the provider claim is Bound
 )
@@ -36,16 +38,17 @@ const claimPrefix = "data-"
 // reaches them: directly, or offloaded (remote).
 func claimStages(remote bool) []stage {
 	if !remote {
-		return []stage{created, claimSelected, claimVolume, claimBound, bound, running}
+		return []stage{created, claimSelected, claimHanded, claimVolume, claimBound, bound, running}
 	}
-	return []stage{created, claimSelected, remoteClaim, claimVolume, claimBound, bound, shadowed, remoteCreated,
-		remoteClaimSelected, remoteVolume, remoteClaimBound, remoteBound, remoteRunning, running}
+	return []stage{created, claimSelected, claimHanded, remoteClaim, claimVolume, claimBound, bound, shadowed, remoteCreated,
+		remoteClaimSelected, remoteClaimHanded, remoteVolume, remoteClaimBound, remoteBound, remoteRunning, running}
 }
 
 // watchClaims marks, for each claim data-POD of namespace whose pod is named
 // with prefix, under the pod's name, the first time a watch sees it (seen,
-// unless empty), its selected node and it Bound.
-func watchClaims(ctx context.Context, wg *sync.WaitGroup, kube kubernetes.Interface, namespace, prefix string, tl *timeline, seen, selected, boundStage stage) cache.InformerSynced {
+// unless empty), its selected node, its hand-over to a provisioner and it
+// Bound.
+func watchClaims(ctx context.Context, wg *sync.WaitGroup, kube kubernetes.Interface, namespace, prefix string, tl *timeline, seen, selected, handed, boundStage stage) cache.InformerSynced {
 	lw := cache.NewListWatchFromClient(kube.CoreV1().RESTClient(), "persistentvolumeclaims", namespace, fields.Everything())
 	return runInformer(ctx, wg, lw, &corev1.PersistentVolumeClaim{}, func(obj any) {
 		pvc, ok := obj.(*corev1.PersistentVolumeClaim)
@@ -62,6 +65,9 @@ func watchClaims(ctx context.Context, wg *sync.WaitGroup, kube kubernetes.Interf
 		}
 		if pvc.Annotations[volumehelpers.AnnSelectedNode] != "" {
 			tl.mark(pod, selected, now)
+		}
+		if pvc.Annotations[volumehelpers.AnnStorageProvisioner] != "" {
+			tl.mark(pod, handed, now)
 		}
 		if pvc.Status.Phase == corev1.ClaimBound {
 			tl.mark(pod, boundStage, now)

@@ -15,6 +15,7 @@ func TestSharesSplitTheMeanTimeToRunningByStep(t *testing.T) {
 	for pod, scale := range map[string]int{"a": 1, "b": 3} {
 		at(pod, created, 0)
 		at(pod, claimSelected, 100*scale)
+		at(pod, claimHanded, 150*scale)
 		at(pod, claimVolume, 200*scale)
 		at(pod, claimBound, 300*scale)
 		at(pod, bound, 900*scale)
@@ -24,7 +25,7 @@ func TestSharesSplitTheMeanTimeToRunningByStep(t *testing.T) {
 	at("c", claimSelected, 99999)
 	res := &runResult{name: "direct-burst", pods: 3, stages: claimStages(false), timeline: tl}
 	got := res.shares()
-	want := "2000ms total over 2 pods; claim-selected 10% (200ms), volume 10% (200ms), claim-bound 10% (200ms), bound 60% (1200ms), running 10% (200ms)"
+	want := "2000ms total over 2 pods; claim-selected 10% (200ms), claim-handed 5% (100ms), volume 5% (100ms), claim-bound 10% (200ms), bound 60% (1200ms), running 10% (200ms)"
 	if got != want {
 		t.Errorf("shares() =\n%s\nwant\n%s", got, want)
 	}

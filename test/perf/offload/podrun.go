@@ -112,13 +112,13 @@ func (r podRun) measure(ctx context.Context, say func(string, ...any)) (*runResu
 		res.stages = []stage{created, bound, shadowed, remoteCreated, remoteBound, remoteRunning, running}
 		if r.claims != nil {
 			synced = append(synced,
-				watchClaims(watchCtx, &watches, remote, r.twinNamespace, prefix, res.timeline, remoteClaim, remoteClaimSelected, remoteClaimBound),
+				watchClaims(watchCtx, &watches, remote, r.twinNamespace, prefix, res.timeline, remoteClaim, remoteClaimSelected, remoteClaimHanded, remoteClaimBound),
 				watchVolumes(watchCtx, &watches, remote, r.twinNamespace, prefix, res.timeline, remoteVolume))
 		}
 	}
 	if r.claims != nil {
 		synced = append(synced,
-			watchClaims(watchCtx, &watches, kube, r.namespace, prefix, res.timeline, "", claimSelected, claimBound),
+			watchClaims(watchCtx, &watches, kube, r.namespace, prefix, res.timeline, "", claimSelected, claimHanded, claimBound),
 			watchVolumes(watchCtx, &watches, kube, r.namespace, prefix, res.timeline, claimVolume))
 		res.stages = claimStages(r.twin != nil)
 	}
