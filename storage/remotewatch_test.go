@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
@@ -207,4 +208,74 @@ func TestPendingProviderClaimWithAVolumeNameWritesNothing(t *testing.T) {
 	if after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("the local volume was written (annotations %v) while its provider claim is still Pending", after.Annotations)
 	}
+}
+
+// Provisioning a claim in a provider writes nothing to the user's claim:
+// kube-controller-manager binds it next, and a write just before only
+// delays that. The remote volume controller labels it with its provider
+// once it is bound.
+func TestProviderHeldClaimIsLabelledOnceBoundNotWhileProvisioned(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := ferryv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	user := claim("1Gi") // asks for class "fast"
+	node := virtualNode("ferry-eu", "eu")
+	node.Annotations = map[string]string{ferryv1alpha1.AnnotationStorageClasses: `[{"name":"fast","providerClass":"ssd"}]`}
+	nso := &ferryv1alpha1.NamespaceOffloading{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: ferryv1alpha1.NamespaceOffloadingName},
+		Status: ferryv1alpha1.NamespaceOffloadingStatus{Clusters: []ferryv1alpha1.ClusterOffloadingStatus{{ClusterID: "eu", TwinNamespace: "shop-home", Phase: ferryv1alpha1.OffloadingReady}}}}
+	consumer := fake.NewClientBuilder().WithScheme(s).WithRuntimeObjects(user, node, nso).Build()
+	provider := fake.NewClientBuilder().WithScheme(s).Build()
+	providers := oneProvider{"eu", provider}
+	p := NewProvisioner(consumer, nil, Options{ClusterID: "home", Namespace: DefaultNamespace, Providers: providers})
+	before := &corev1.PersistentVolumeClaim{}
+	if err := consumer.Get(ctx, client.ObjectKeyFromObject(user), before); err != nil {
+		t.Fatal(err)
+	}
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: ferryv1alpha1.StorageClassVirtual}}
+	pv, _, err := p.Provision(ctx, provisionOptions(before, class, node.Name, "pvc-uid-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := provider.Get(ctx, client.ObjectKey{Namespace: "shop-home", Name: user.Name}, &corev1.PersistentVolumeClaim{}); err != nil {
+		t.Fatalf("no provider claim: %v", err)
+	}
+	after := &corev1.PersistentVolumeClaim{}
+	if err := consumer.Get(ctx, client.ObjectKeyFromObject(user), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("provisioning in a provider wrote the user's claim (labels %v) before its binding", after.Labels)
+	}
+
+	// kube-controller-manager binds the claim to the volume.
+	if err := consumer.Create(ctx, pv); err != nil {
+		t.Fatal(err)
+	}
+	after.Spec.VolumeName = pv.Name
+	if err := consumer.Update(ctx, after); err != nil {
+		t.Fatal(err)
+	}
+	pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: user.Namespace, Name: user.Name, UID: user.UID}
+	if err := consumer.Update(ctx, pv); err != nil {
+		t.Fatal(err)
+	}
+	r := &RemoteVolumeReconciler{Client: consumer, Providers: providers}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pv)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := consumer.Get(ctx, client.ObjectKeyFromObject(user), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Labels[ferryv1alpha1.LabelClusterID] != "eu" {
+		t.Errorf("bound claim labels %v, want %s=eu", after.Labels, ferryv1alpha1.LabelClusterID)
+	}
+}
+
+func provisionOptions(pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, node, pvName string) controller.ProvisionOptions {
+	return controller.ProvisionOptions{PVC: pvc, StorageClass: class, SelectedNodeName: node, PVName: pvName}
 }

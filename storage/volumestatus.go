@@ -90,6 +90,9 @@ func (r *RemoteVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	if local != nil {
+		if err := labelClaim(ctx, r.Client, local, ref.Cluster); err != nil {
+			return ctrl.Result{}, err
+		}
 		if err := r.forwardExpansion(ctx, c, local, remote); err != nil {
 			return ctrl.Result{}, err
 		}
