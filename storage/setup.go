@@ -87,9 +87,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("storage: add provisioner: %w", err)
 	}
-	if err := (&ClaimHandover{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("storage: set up claim handover: %w", err)
-	}
 	if err := (&RealClaimCollector{Client: mgr.GetClient(), Namespace: opts.Namespace}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("storage: set up real claim collector: %w", err)
 	}
