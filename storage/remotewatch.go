@@ -190,6 +190,13 @@ func (w *RemoteClaimWatcher) startInformer(ctx context.Context, key twinKey, c c
 	store, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: lw,
 		ObjectType:    &corev1.PersistentVolumeClaim{},
+		// Managed fields are never read: not kept.
+		Transform: func(obj any) (any, error) {
+			if m, ok := obj.(metav1.Object); ok {
+				m.SetManagedFields(nil)
+			}
+			return obj, nil
+		},
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    changed,
 			UpdateFunc: func(_, o any) { changed(o) },
