@@ -109,20 +109,25 @@ func (p *Provisioner) provision(ctx context.Context, o controller.ProvisionOptio
 	if err != nil {
 		return nil, where, state, err
 	}
-	if err := p.labelClaim(ctx, pvc, where); err != nil {
-		return nil, where, controller.ProvisioningInBackground, err
+	// A claim held by a provider is labelled by the remote volume
+	// controller once bound: a write of the claim here, just before
+	// kube-controller-manager binds it, only delays the binding.
+	if where == p.opts.ClusterID {
+		if err := labelClaim(ctx, p.client, pvc, where); err != nil {
+			return nil, where, controller.ProvisioningInBackground, err
+		}
 	}
 	return pv, where, controller.ProvisioningFinished, nil
 }
 
 // labelClaim marks the user's claim with the cluster holding its data, so
 // `kubectl get pvc -L ferry.io/cluster-id` shows it.
-func (p *Provisioner) labelClaim(ctx context.Context, pvc *corev1.PersistentVolumeClaim, where ferryv1alpha1.ClusterID) error {
+func labelClaim(ctx context.Context, c client.Client, pvc *corev1.PersistentVolumeClaim, where ferryv1alpha1.ClusterID) error {
 	if pvc.Labels[ferryv1alpha1.LabelClusterID] == string(where) {
 		return nil
 	}
 	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, ferryv1alpha1.LabelClusterID, where))
-	if err := p.client.Patch(ctx, pvc.DeepCopy(), patch); err != nil {
+	if err := c.Patch(ctx, pvc.DeepCopy(), patch); err != nil {
 		return fmt.Errorf("label claim %s/%s with %s=%s: %w", pvc.Namespace, pvc.Name, ferryv1alpha1.LabelClusterID, where, err)
 	}
 	return nil

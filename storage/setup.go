@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -95,5 +96,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(&RemoteClaimCollector{Client: mgr.GetClient(), Providers: opts.Providers, ClusterID: opts.ClusterID}); err != nil {
 		return fmt.Errorf("storage: add provider claim collector: %w", err)
 	}
-	return (&RemoteVolumeReconciler{Client: mgr.GetClient(), Providers: opts.Providers, Recorder: recorder}).SetupWithManager(mgr)
+	volumes := &RemoteVolumeReconciler{Client: mgr.GetClient(), Providers: opts.Providers, Recorder: recorder}
+	if watching, ok := opts.Providers.(WatchingProviders); ok {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.PersistentVolume{}, indexRemoteClaim, remoteClaimIndex); err != nil {
+			return fmt.Errorf("storage: index volumes by provider claim: %w", err)
+		}
+		volumes.Watcher = NewRemoteClaimWatcher(mgr.GetClient(), watching, opts.ClusterID)
+		if err := mgr.Add(volumes.Watcher); err != nil {
+			return fmt.Errorf("storage: add provider claim watcher: %w", err)
+		}
+	}
+	return volumes.SetupWithManager(mgr)
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
@@ -37,8 +38,12 @@ type RemoteVolumeReconciler struct {
 	// Recorder emits events on the users' claims; nil records none.
 	Recorder events.EventRecorder
 	// PendingPoll is how soon a volume whose provider claim is not bound yet
-	// is looked at again (10s when zero); SettledPoll for a bound one (2m).
+	// is looked at again (10s when zero); SettledPoll for a bound one (2m),
+	// and for every one whose provider claim Watcher watches.
 	PendingPoll, SettledPoll time.Duration
+	// Watcher, when set, watches the provider claims: a change of one wakes
+	// its volume, which reads it from the watch's cache.
+	Watcher *RemoteClaimWatcher
 }
 
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch;create;update;patch;delete
@@ -71,31 +76,43 @@ func (r *RemoteVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	} else if err != nil {
 		return ctrl.Result{}, err
 	}
-	remote := &corev1.PersistentVolumeClaim{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, remote); apierrors.IsNotFound(err) {
-		return r.updateVolume(ctx, pv, "Lost", "", resource.Quantity{}, settledPoll)
-	} else if err != nil {
-		return ctrl.Result{}, fmt.Errorf("read claim %s of volume %s: %w", ref, pv.Name, err)
+	remote, cached := r.Watcher.Get(ref)
+	if !cached {
+		remote = &corev1.PersistentVolumeClaim{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, remote); apierrors.IsNotFound(err) {
+			return r.updateVolume(ctx, pv, "Lost", "", resource.Quantity{}, settledPoll)
+		} else if err != nil {
+			return ctrl.Result{}, fmt.Errorf("read claim %s of volume %s: %w", ref, pv.Name, err)
+		}
 	}
 	local, err := r.localClaim(ctx, pv)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if local != nil {
+		if err := labelClaim(ctx, r.Client, local, ref.Cluster); err != nil {
+			return ctrl.Result{}, err
+		}
 		if err := r.forwardExpansion(ctx, c, local, remote); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	next := settledPoll
-	if remote.Status.Phase != corev1.ClaimBound {
+	if remote.Status.Phase != corev1.ClaimBound && !r.Watcher.Watching(ref) {
 		next = pendingPoll
 	}
-	var capacity resource.Quantity
+	var (
+		capacity resource.Quantity
+		volume   string
+	)
 	if remote.Status.Phase == corev1.ClaimBound {
-		capacity = capacityOf(remote)
+		// The volume is recorded with the binding: the provider names
+		// it (spec.volumeName) a write before it binds, and recording it
+		// then would cost a write of the local volume of its own.
+		capacity, volume = capacityOf(remote), remote.Spec.VolumeName
 	}
 	previous := pv.Annotations[AnnotationRemotePhase]
-	res, err := r.updateVolume(ctx, pv, string(remote.Status.Phase), remote.Spec.VolumeName, capacity, next)
+	res, err := r.updateVolume(ctx, pv, string(remote.Status.Phase), volume, capacity, next)
 	if err != nil {
 		return res, err
 	}
@@ -258,12 +275,16 @@ func (r *RemoteVolumeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: pvc.Spec.VolumeName}}}
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ferry-remote-volumes").
 		For(&corev1.PersistentVolume{}, builder.WithPredicates(remoteVolumes)).
 		Watches(&corev1.PersistentVolumeClaim{}, claimsVolume, builder.WithPredicates(expanded)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4})
+	if r.Watcher != nil {
+		// A provider claim's change wakes its volume.
+		b = b.WatchesRawSource(source.Channel(r.Watcher.Wake(), &handler.EnqueueRequestForObject{}))
+	}
+	return b.Complete(r)
 }
 
 // isRemoteVolume says whether o is a volume standing for a provider's claim.

@@ -221,7 +221,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		// (a StatefulSet scaling out) must not wait behind, nor starve, the
 		// peering's health checks and twin namespace requests.
 		storageClients := peering.NewProviderClients(mgr.GetClient(), 100, 200)
-		if err := storage.Setup(mgr, storage.Options{ClusterID: opts.ClusterID, Namespace: ns, Providers: storageProviders{storageClients}}); err != nil {
+		if err := storage.Setup(mgr, storage.Options{ClusterID: opts.ClusterID, Namespace: ns, Providers: storageProviders{storageClients, peering.NewWatchClients()}}); err != nil {
 			return nil, fmt.Errorf("set up storage fabric: %w", err)
 		}
 	}
@@ -240,7 +240,10 @@ func (f fabricProviders) For(ctx context.Context, fc *ferryv1alpha1.ForeignClust
 }
 
 // storageProviders hands the storage fabric the peering's provider clients.
-type storageProviders struct{ clients *peering.ProviderClients }
+type storageProviders struct {
+	clients *peering.ProviderClients
+	watches *peering.WatchClients
+}
 
 func (s storageProviders) Client(ctx context.Context, id ferryv1alpha1.ClusterID) (client.Client, error) {
 	p, err := s.clients.ForCluster(ctx, id)
@@ -250,6 +253,19 @@ func (s storageProviders) Client(ctx context.Context, id ferryv1alpha1.ClusterID
 		return nil, err
 	}
 	return p.Client, nil
+}
+
+// WatchClient hands the storage fabric a client of provider id that
+// watches (its provider claims' informers), the same one until the
+// provider's credential changes.
+func (s storageProviders) WatchClient(ctx context.Context, id ferryv1alpha1.ClusterID) (client.WithWatch, error) {
+	p, err := s.clients.ForCluster(ctx, id)
+	if errors.Is(err, peering.ErrNotPeered) {
+		return nil, fmt.Errorf("provider %s: %w", id, storage.ErrNotPeered)
+	} else if err != nil {
+		return nil, err
+	}
+	return s.watches.For(p)
 }
 
 // Authenticating and authorizing metrics clients:

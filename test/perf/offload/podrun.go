@@ -110,6 +110,17 @@ func (r podRun) measure(ctx context.Context, say func(string, ...any)) (*runResu
 		}
 		synced = append(synced, shadows, watchPods(watchCtx, &watches, remote, r.twinNamespace, prefix, res.timeline, remoteCreated, remoteBound, remoteRunning))
 		res.stages = []stage{created, bound, shadowed, remoteCreated, remoteBound, remoteRunning, running}
+		if r.claims != nil {
+			synced = append(synced,
+				watchClaims(watchCtx, &watches, remote, r.twinNamespace, prefix, res.timeline, remoteClaim, remoteClaimSelected, remoteClaimHanded, remoteClaimBound),
+				watchVolumes(watchCtx, &watches, remote, r.twinNamespace, prefix, res.timeline, remoteVolume))
+		}
+	}
+	if r.claims != nil {
+		synced = append(synced,
+			watchClaims(watchCtx, &watches, kube, r.namespace, prefix, res.timeline, "", claimSelected, claimHanded, claimBound),
+			watchVolumes(watchCtx, &watches, kube, r.namespace, prefix, res.timeline, claimVolume))
+		res.stages = claimStages(r.twin != nil)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil, fmt.Errorf("%s run: start watches: %w", r.name, ctx.Err())
@@ -290,8 +301,10 @@ func (res *runResult) stats() RunStats {
 	first, _ := res.timeline.window(created)
 	_, last := res.timeline.window(running)
 	var requests int64
-	for _, counts := range res.requests {
+	byCluster := map[string]float64{}
+	for name, counts := range res.requests {
 		requests += counts.total()
+		byCluster[name] = float64(counts.total()) / float64(res.pods)
 	}
 	st := RunStats{
 		P50:               stats.Percentile(ttr, 50),
@@ -299,6 +312,7 @@ func (res *runResult) stats() RunStats {
 		Throughput:        float64(res.pods) / last.Sub(first).Seconds(),
 		RequestsPerPod:    float64(requests) / float64(res.pods),
 		NetRequestsPerPod: max(0, float64(requests)-res.idleRequests) / float64(res.pods),
+		RequestsPerPodBy:  byCluster,
 	}
 	if slices.Contains(res.stages, shadowed) {
 		added := res.timeline.sumBetween(ferryStages...)
@@ -326,6 +340,9 @@ func (res *runResult) report(say func(string, ...any)) {
 			line += fmt.Sprintf(", after %s: p50 %s p99 %s", res.stages[i-1], ms(stats.Percentile(d, 50)), ms(stats.Percentile(d, 99)))
 		}
 		say("%s", line)
+	}
+	if line := res.shares(); line != "" {
+		say("%s  share of the time from created to %s, by step (mean over the pods that reached every stage): %s", res.name, running, line)
 	}
 	names := make([]string, 0, len(res.requests))
 	for name := range res.requests {

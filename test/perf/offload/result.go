@@ -20,6 +20,8 @@ type RunStats struct {
 	// NetRequestsPerPod is RequestsPerPod less what the idle clusters serve
 	// over as long (leases, probes, resyncs: most of a slow run's requests).
 	NetRequestsPerPod float64
+	// RequestsPerPodBy is RequestsPerPod by counted cluster (its name).
+	RequestsPerPodBy map[string]float64
 	// CPUSecondsPerPod is the CPU time every process of the test bed used
 	// during the run (both clusters' etcd, API servers, controller
 	// managers, schedulers and kwok, the virtual kubelet, and this process
@@ -57,7 +59,7 @@ const (
 	targetPacedP99Ratio       = 2.0
 	targetThroughputRatio     = 0.8
 	targetPeakRSSMiB          = 64
-	targetClaimsP99Ratio      = 2
+	targetClaimsP99Ratio      = 1.5
 	targetCPURatio            = 2.5
 	targetRequestsPerPod      = 10
 	targetShadowPodReconciles = 1.5
@@ -123,12 +125,19 @@ func (r Result) Print(w io.Writer) {
 		" ferry_added_p50_ms=%.0f ferry_added_p99_ms=%.0f"+
 		" direct_throughput_pods_per_s=%.1f offload_throughput_pods_per_s=%.1f throughput_ratio=%.2f vk_peak_rss_mib=%.0f"+
 		" requests_per_pod_direct=%.1f requests_per_pod_offload=%.1f net_requests_per_pod_direct=%.1f net_requests_per_pod_offload=%.1f cpu_ms_per_pod_direct=%.2f cpu_ms_per_pod_offload=%.2f cpu_ratio=%.2f"+
-		" shadowpod_reconciles_per_pod=%.2f\n",
+		" shadowpod_reconciles_per_pod=%.2f",
 		workload, r.Shape.Name, r.Shape.Pods, millis(r.Direct.P50), millis(r.Direct.P99), millis(r.Offload.P50), millis(r.Offload.P99), r.P99Ratio(),
 		millis(r.Offload.FerryAddedP50), millis(r.Offload.FerryAddedP99),
 		r.Direct.Throughput, r.Offload.Throughput, r.ThroughputRatio(), float64(r.VirtualKubeletPeakRSS)/(1<<20),
 		r.Direct.RequestsPerPod, r.Offload.RequestsPerPod, r.Direct.NetRequestsPerPod, r.Offload.NetRequestsPerPod, r.Direct.CPUSecondsPerPod*1000, r.Offload.CPUSecondsPerPod*1000, r.CPURatio(),
 		r.Offload.ShadowPodReconcilesPerPod)
+	if r.Claims {
+		// The offloaded pods' requests per pod in each cluster, against
+		// the direct ones' (all in the provider).
+		fmt.Fprintf(w, " requests_per_pod_offload_provider=%.1f requests_per_pod_offload_consumer=%.1f",
+			r.Offload.RequestsPerPodBy[string(providerID)], r.Offload.RequestsPerPodBy[string(consumerID)])
+	}
+	fmt.Fprintln(w)
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
