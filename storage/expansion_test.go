@@ -163,7 +163,7 @@ func realHeld(t *testing.T) (user, real *corev1.PersistentVolumeClaim, pv *corev
 	user.Spec.VolumeName = "pvc-uid-1"
 	user.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}
 	real = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: "pvc-uid-1", Labels: originLabels("home", user)},
-		Spec: claimSpecFor(claim("1Gi"), "fast"),
+		Spec:   claimSpecFor(claim("1Gi"), "fast"),
 		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}
 	pv = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-1", Annotations: map[string]string{AnnotationBackingClaim: DefaultNamespace + "/pvc-uid-1"}},
 		Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
