@@ -25,6 +25,10 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
+// expansionPoll is how soon a volume whose user's claim asks for more than
+// its provider's claim holds is looked at again: a resizer takes seconds.
+const expansionPoll = 2 * time.Second
+
 // RemoteVolumeReconciler keeps each local volume standing for a provider's
 // claim in step with it: the volume shows the provider's class, phase,
 // volume and real capacity, the user's claim gets an event when the
@@ -96,7 +100,7 @@ func (r *RemoteVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if expansionInFlight(local, capacity) {
 		// The provider's resizer is at work: look again soon.
-		next = pendingPoll
+		next = min(pendingPoll, expansionPoll)
 	}
 	previous := pv.Annotations[AnnotationRemotePhase]
 	res, err := r.updateVolume(ctx, pv, string(remote.Status.Phase), remote.Spec.VolumeName, capacity, next)
