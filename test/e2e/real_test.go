@@ -197,6 +197,9 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 
 	It("keeps a StatefulSet's data in the provider: each pod, deleted or scaled to 0 and back, returns there to its own claim and file", realStatefulDataSurvives)
 
+	// Expansion (real_expand_test.go).
+	It("grows a claim held in the provider while its pod runs: both sides show the new size, no resize condition stays, the container keeps its volume", Label("storage", "expand"), realExpandProviderClaim)
+
 	It("ran every ferry component without a restart", func(ctx context.Context) {
 		var total int64
 		for _, c := range []*testbed.Cluster{consumer, provider} {
