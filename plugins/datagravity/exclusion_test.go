@@ -183,3 +183,30 @@ func withAnnotation(p *corev1.Pod, k, v string) *corev1.Pod {
 	p.Annotations[k] = v
 	return p
 }
+
+// BenchmarkPreFilterBound is PreFilter's cost for a pod with a bound claim
+// in a provider, without and with the namespace's policy check.
+func BenchmarkPreFilterBound(b *testing.B) {
+	nodes := []*corev1.Node{plugintest.RealNode("real"), plugintest.VirtualNode("virtual-eu", "eu", nil), plugintest.VirtualNode("virtual-us", "us", nil)}
+	t := &testing.T{}
+	pod := mounting("data-eu")
+	policy := &ferryv1alpha1.NamespaceOffloading{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: ferryv1alpha1.NamespaceOffloadingName},
+		Spec: ferryv1alpha1.NamespaceOffloadingSpec{PodOffloadingStrategy: ferryv1alpha1.PodOffloadingRemote, ClusterSelector: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: ferryv1alpha1.LabelClusterID, Operator: corev1.NodeSelectorOpIn, Values: []string{"eu"}}}}}}}}
+	for _, withPolicies := range []bool{false, true} {
+		pl := newPlugin(t, DefaultArgs(), nodes, map[string]volume{"data-eu": {cluster: "eu", size: "1Gi"}})
+		name := "without policies"
+		if withPolicies {
+			pl.WithPolicies(clusterselector.NewStaticPolicies(policy))
+			name = "with policies"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if _, st := pl.PreFilter(context.Background(), framework.NewCycleState(), pod, nil); !st.IsSuccess() {
+					b.Fatal(st)
+				}
+			}
+		})
+	}
+}
