@@ -31,13 +31,15 @@ func realExpandProviderClaim(ctx context.Context) {
 	ns := framework.CreateNamespace(ctx, consumer, "real-grow")
 	twin := framework.OffloadNamespace(ctx, consumer, ns, realProviderID)
 	vnode := virtualNodeName(ctx, consumer, realProviderID)
+	// Named as a StatefulSet's would be (expectStatefulPodsOffloaded
+	// looks for claim data-<pod> in the provider's pod).
+	const podName, claimName = "grow", "data-grow"
 
 	Expect(consumer.Client.Create(ctx, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claimName},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("64Mi")}}},
 	})).To(Succeed())
-	const podName = "grow"
 	Expect(consumer.Client.Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: podName},
 		Spec: corev1.PodSpec{
@@ -50,7 +52,7 @@ func realExpandProviderClaim(ctx context.Context) {
 				Resources:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}},
 				VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: realUploadDir}},
 			}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName}}}},
 		},
 	})).To(Succeed())
 	uids := expectStatefulPodsOffloaded(ctx, ns, twin, vnode, []string{podName}, nil)
@@ -60,7 +62,7 @@ func realExpandProviderClaim(ctx context.Context) {
 
 	By("growing the claim to 128Mi while its pod runs")
 	start := time.Now()
-	Expect(consumer.Client.Patch(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"}},
+	Expect(consumer.Client.Patch(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claimName}},
 		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"resources":{"requests":{"storage":"128Mi"}}}}`)))).To(Succeed())
 	want := resource.MustParse("128Mi")
 	Eventually(func(g Gomega) {
@@ -68,11 +70,11 @@ func realExpandProviderClaim(ctx context.Context) {
 			cluster *testbed.Cluster
 			ns      string
 		}{{provider, twin}, {consumer, ns}} {
-			pvc, err := c.cluster.Kube.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, "data", metav1.GetOptions{})
+			pvc, err := c.cluster.Kube.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, claimName, metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pvc.Status.Capacity).To(HaveKeyWithValue(corev1.ResourceStorage, want), "%s: claim %s/data", c.cluster.Name, c.ns)
-			g.Expect(pvc.Status.Conditions).To(BeEmpty(), "%s: claim %s/data keeps a resize condition", c.cluster.Name, c.ns)
-			g.Expect(pvc.Status.AllocatedResourceStatuses).To(BeEmpty(), "%s: claim %s/data", c.cluster.Name, c.ns)
+			g.Expect(pvc.Status.Capacity).To(HaveKeyWithValue(corev1.ResourceStorage, want), "%s: claim %s/"+claimName, c.cluster.Name, c.ns)
+			g.Expect(pvc.Status.Conditions).To(BeEmpty(), "%s: claim %s/"+claimName+" keeps a resize condition", c.cluster.Name, c.ns)
+			g.Expect(pvc.Status.AllocatedResourceStatuses).To(BeEmpty(), "%s: claim %s/"+claimName, c.cluster.Name, c.ns)
 			pv, err := c.cluster.Kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(pv.Spec.Capacity).To(HaveKeyWithValue(corev1.ResourceStorage, want), "%s: volume %s", c.cluster.Name, pv.Name)
