@@ -51,8 +51,9 @@ func NewProvisionController(ctx context.Context, kube kubernetes.Interface, name
 
 // Setup adds the storage fabric to mgr: the provisioner of the virtual
 // class (sig-storage-lib-external-provisioner's controller, run by the
-// elected leader only), the controller of remote volumes and the
-// collectors of the real and provider claims nothing will use.
+// elected leader only), the controllers of remote volumes and of the
+// expansion of volumes held by real claims, and the collectors of the real
+// and provider claims nothing will use.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
@@ -92,6 +93,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := registerClaimsCollector(&ClaimsCollector{Reader: mgr.GetClient()}); err != nil {
 		return fmt.Errorf("storage: register metrics: %w", err)
+	}
+	if err := (&RealVolumeExpander{Client: mgr.GetClient(), Namespace: opts.Namespace, Recorder: recorder}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("storage: set up real volume expansion: %w", err)
 	}
 	if err := mgr.Add(&RemoteClaimCollector{Client: mgr.GetClient(), Providers: opts.Providers, ClusterID: opts.ClusterID}); err != nil {
 		return fmt.Errorf("storage: add provider claim collector: %w", err)

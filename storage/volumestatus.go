@@ -26,6 +26,10 @@ import (
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 )
 
+// expansionPoll is how soon a volume whose user's claim asks for more than
+// its provider's claim holds is looked at again: a resizer takes seconds.
+const expansionPoll = 2 * time.Second
+
 // RemoteVolumeReconciler keeps each local volume standing for a provider's
 // claim in step with it: the volume shows the provider's class, phase,
 // volume and real capacity, the user's claim gets an event when the
@@ -93,7 +97,7 @@ func (r *RemoteVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if err := labelClaim(ctx, r.Client, local, ref.Cluster); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.forwardExpansion(ctx, c, local, remote); err != nil {
+		if err := r.forwardExpansion(ctx, c, local, remote, ref.Cluster); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -110,6 +114,10 @@ func (r *RemoteVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		// it (spec.volumeName) a write before it binds, and recording it
 		// then would cost a write of the local volume of its own.
 		capacity, volume = capacityOf(remote), remote.Spec.VolumeName
+	}
+	if expansionInFlight(local, capacity) {
+		// The provider's resizer is at work: look again soon.
+		next = min(pendingPoll, expansionPoll)
 	}
 	previous := pv.Annotations[AnnotationRemotePhase]
 	res, err := r.updateVolume(ctx, pv, string(remote.Status.Phase), volume, capacity, next)
@@ -130,20 +138,7 @@ func (r *RemoteVolumeReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 // localClaim is the user's claim bound to pv, nil when there is none.
 func (r *RemoteVolumeReconciler) localClaim(ctx context.Context, pv *corev1.PersistentVolume) (*corev1.PersistentVolumeClaim, error) {
-	cr := pv.Spec.ClaimRef
-	if cr == nil {
-		return nil, nil
-	}
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cr.Namespace, Name: cr.Name}, pvc); apierrors.IsNotFound(err) {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("read claim %s/%s of volume %s: %w", cr.Namespace, cr.Name, pv.Name, err)
-	}
-	if pvc.UID != cr.UID || pvc.Spec.VolumeName != pv.Name {
-		return nil, nil
-	}
-	return pvc, nil
+	return claimBoundTo(ctx, r.Client, pv)
 }
 
 // updateVolume writes what the provider says of its claim onto the local
@@ -176,63 +171,18 @@ func (r *RemoteVolumeReconciler) updateVolume(ctx context.Context, pv *corev1.Pe
 	return ctrl.Result{RequeueAfter: next}, nil
 }
 
-// forwardExpansion raises the provider's claim's request to the user's.
-func (r *RemoteVolumeReconciler) forwardExpansion(ctx context.Context, c client.Client, local, remote *corev1.PersistentVolumeClaim) error {
-	want := local.Spec.Resources.Requests[corev1.ResourceStorage]
-	have := remote.Spec.Resources.Requests[corev1.ResourceStorage]
-	if want.Cmp(have) <= 0 {
-		return nil
-	}
-	patched := remote.DeepCopy()
-	if patched.Spec.Resources.Requests == nil {
-		patched.Spec.Resources.Requests = corev1.ResourceList{}
-	}
-	patched.Spec.Resources.Requests[corev1.ResourceStorage] = want
-	err := c.Patch(ctx, patched, client.MergeFrom(remote))
-	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-		// The provider's class does not expand, or its quota refuses:
-		// say so on the claim and look again at the next poll.
-		if r.Recorder != nil {
-			r.Recorder.Eventf(local, nil, corev1.EventTypeWarning, "ExpansionRefused", "Resize", "the provider refused to expand claim %s/%s to %s: %v", remote.Namespace, remote.Name, want.String(), err)
-		}
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("expand claim %s/%s to %s: %w", remote.Namespace, remote.Name, want.String(), err)
-	}
-	if r.Recorder != nil {
-		r.Recorder.Eventf(local, nil, corev1.EventTypeNormal, "ExpansionForwarded", "Resize", "asked the provider to expand claim %s/%s from %s to %s", remote.Namespace, remote.Name, have.String(), want.String())
-	}
-	return nil
+// forwardExpansion raises the provider's claim's request to the user's
+// (expander.forward).
+func (r *RemoteVolumeReconciler) forwardExpansion(ctx context.Context, c client.Client, local, remote *corev1.PersistentVolumeClaim, cluster ferryv1alpha1.ClusterID) error {
+	return expander{client: r.Client, recorder: r.Recorder}.forward(ctx, c, local, remote, "provider "+string(cluster))
 }
 
 // finishExpansion reports a finished expansion on the user's claim, as an
 // external resizer does: once the provider's volume holds the requested
-// size, the claim's capacity shows it and its resize conditions go.
+// size, the claim's capacity shows it and its resize status and conditions
+// go (expander.finish).
 func (r *RemoteVolumeReconciler) finishExpansion(ctx context.Context, local *corev1.PersistentVolumeClaim, capacity resource.Quantity) error {
-	have := local.Status.Capacity[corev1.ResourceStorage]
-	if capacity.IsZero() || local.Status.Phase != corev1.ClaimBound || capacity.Cmp(have) <= 0 {
-		return nil
-	}
-	want := local.DeepCopy()
-	if want.Status.Capacity == nil {
-		want.Status.Capacity = corev1.ResourceList{}
-	}
-	want.Status.Capacity[corev1.ResourceStorage] = capacity
-	if want.Status.AllocatedResources != nil {
-		want.Status.AllocatedResources[corev1.ResourceStorage] = capacity
-	}
-	delete(want.Status.AllocatedResourceStatuses, corev1.ResourceStorage)
-	conditions := want.Status.Conditions[:0]
-	for _, c := range want.Status.Conditions {
-		if c.Type != corev1.PersistentVolumeClaimResizing && c.Type != corev1.PersistentVolumeClaimFileSystemResizePending {
-			conditions = append(conditions, c)
-		}
-	}
-	want.Status.Conditions = conditions
-	if err := r.Client.Status().Patch(ctx, want, client.MergeFrom(local)); err != nil {
-		return fmt.Errorf("report capacity %s on claim %s/%s: %w", capacity.String(), local.Namespace, local.Name, err)
-	}
-	return nil
+	return expander{client: r.Client, recorder: r.Recorder}.finish(ctx, local, capacity)
 }
 
 // SetupWithManager watches the volumes of ferry's remote CSI driver and

@@ -202,13 +202,20 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 // NamespaceOffloading changed. The scheduler's own watch delivered the
 // change; the plugin's watch may not have yet, so the change is applied to
 // the policies first: the requeued pod is placed by the new policy.
-func (pl *Plugin) offloadingChanged(_ klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+func (pl *Plugin) offloadingChanged(logger klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	return pl.policies.QueueingHint(logger, pod, oldObj, newObj)
+}
+
+// QueueingHint is a fwk.QueueingHintFn for NamespaceOffloading events: it
+// requeues the pods of the namespace whose NamespaceOffloading changed,
+// once the change is applied to p.
+func (p *Policies) QueueingHint(_ klog.Logger, pod *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	var ns string
 	switch {
 	case newObj != nil:
-		ns = pl.policies.apply(newObj)
+		ns = p.apply(newObj)
 	case oldObj != nil:
-		ns = pl.policies.remove(oldObj)
+		ns = p.remove(oldObj)
 	}
 	if ns != pod.Namespace {
 		return fwk.QueueSkip, nil

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/dynamic"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/events"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/plugins/clusterselector"
 	"github.com/ferry-io/ferry/plugins/virtualnodes"
 )
 
@@ -73,6 +75,12 @@ type Plugin struct {
 	gravity *GravityIndex
 	// recorder says on a claim why its pod fits nowhere; nil says nothing.
 	recorder events.EventRecorder
+	// policies are the namespaces' NamespaceOffloadings (ClusterSelector's
+	// shared view): a pod whose data lives in a cluster its namespace may
+	// not run in is refused naming the claim and the cluster. nil: no
+	// such check (the framework then says only that no node is in every
+	// plugin's node set).
+	policies *clusterselector.Policies
 }
 
 var (
@@ -86,7 +94,7 @@ var (
 )
 
 // New is the plugin's factory.
-func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, err := DecodeArgs(obj)
 	if err != nil {
 		return nil, err
@@ -103,6 +111,14 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 	}
 	pl := NewWith(args, claims.Lister(), volumes.Lister(), nodes, gravity)
 	pl.recorder = h.EventRecorder()
+	if h.KubeConfig() != nil {
+		// The same watch as ClusterSelector's (one per informer factory).
+		policies, err := clusterselector.SharedPolicies(ctx, h.SharedInformerFactory(), func() (dynamic.Interface, error) { return dynamic.NewForConfig(h.KubeConfig()) })
+		if err != nil {
+			return nil, fmt.Errorf("DataGravity: %w", err)
+		}
+		pl.WithPolicies(policies)
+	}
 	return pl, nil
 }
 
@@ -110,6 +126,14 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 // one of the namespaces' gravity data.
 func NewWith(args Args, pvcs corelisters.PersistentVolumeClaimLister, pvs corelisters.PersistentVolumeLister, nodes *virtualnodes.Index, gravity *GravityIndex) *Plugin {
 	return &Plugin{args: args, pvcs: pvcs, pvs: pvs, nodes: nodes, gravity: gravity}
+}
+
+// WithPolicies makes PreFilter refuse, naming the claim and the cluster, a
+// pod whose data lives in a cluster its namespace's NamespaceOffloading
+// excludes, and requeue such a pod when that NamespaceOffloading changes.
+func (pl *Plugin) WithPolicies(p *clusterselector.Policies) *Plugin {
+	pl.policies = p
+	return pl
 }
 
 // Name implements fwk.Plugin.
@@ -200,12 +224,22 @@ func (pl *Plugin) PreFilter(_ context.Context, cs fwk.CycleState, pod *corev1.Po
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "the pod's volumes live in different clusters: "+strings.Join(parts, ", "))
 	}
 	c := order[0]
-	cs.Write(filterKey, &filterState{bound: true, cluster: c, reason: fmt.Sprintf("the data of claim %s lives in %s", found[c], where(c)), requests: requests})
+	reason := fmt.Sprintf("the data of claim %s lives in %s", found[c], where(c))
+	var inCluster []*corev1.Node
+	if c != placement.LocalCluster {
+		inCluster = pl.nodes.InCluster(c)
+	}
+	// Said here, once, rather than left to the framework, which reports
+	// only that no node is in both this node set and ClusterSelector's.
+	if excluded := pl.policies.Excludes(pod, c, inCluster); excluded != "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("%s, which the namespace's NamespaceOffloading excludes: %s", reason, excluded))
+	}
+	cs.Write(filterKey, &filterState{bound: true, cluster: c, reason: reason, requests: requests})
 	if c == placement.LocalCluster || pl.args.MaxPreFilterNodes == 0 {
 		return nil, nil
 	}
 	names := sets.New[string]()
-	for _, n := range pl.nodes.InCluster(c) {
+	for _, n := range inCluster {
 		if names.Len() == int(pl.args.MaxPreFilterNodes) {
 			return nil, nil
 		}
@@ -359,12 +393,20 @@ func (pl *Plugin) SignPod(_ context.Context, pod *corev1.Pod) ([]fwk.SignFragmen
 }
 
 // EventsToRegister implements fwk.EnqueueExtensions: a refused pod may fit
-// once claims or volumes change (bound, relabelled), a node appears, or a
-// virtual node's storage classes change.
+// once claims or volumes change (bound, relabelled), a node appears, a
+// virtual node's storage classes change, or (with policies) its
+// namespace's NamespaceOffloading changes.
 func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
+	events := []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolumeClaim, ActionType: fwk.Add | fwk.Update}},
 		{Event: fwk.ClusterEvent{Resource: fwk.PersistentVolume, ActionType: fwk.Add | fwk.Update}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeAnnotation}},
-	}, nil
+	}
+	if pl.policies != nil {
+		events = append(events, fwk.ClusterEventWithHint{
+			Event:          fwk.ClusterEvent{Resource: clusterselector.NamespaceOffloadingsResource, ActionType: fwk.All},
+			QueueingHintFn: pl.policies.QueueingHint,
+		})
+	}
+	return events, nil
 }

@@ -200,6 +200,9 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	// ferry-volume-mover's image on a real node (real_mover_test.go).
 	It("copies a claim's files with ferry-volume-mover's image: serve and fetch pods, verified by digest", Label("storage", "mover"), realMoverCopiesAClaim)
 
+	// Expansion (real_expand_test.go).
+	It("grows a claim held in the provider while its pod runs: both sides show the new size, no resize condition stays, the container keeps its volume", Label("storage", "expand"), realExpandProviderClaim)
+
 	It("ran every ferry component without a restart", func(ctx context.Context) {
 		var total int64
 		for _, c := range []*testbed.Cluster{consumer, provider} {

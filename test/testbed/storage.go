@@ -14,8 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
@@ -59,8 +62,9 @@ func storageClasses() []*storagev1.StorageClass {
 			Parameters:        params,
 			ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
 			VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
-			// Claims may grow (the API server allows it); no resizer acts on
-			// it, so a claim's capacity stays what it was provisioned with.
+			// Claims may grow: the provisioner's Resizer expands them as a
+			// CSI external-resizer does (a class of the fast kind only
+			// while its node has room).
 			AllowVolumeExpansion: ptr.To(true),
 		}
 	}
@@ -77,6 +81,7 @@ type storage struct {
 	done      chan struct{} // closed once the controller and its workers returned
 	log       *os.File
 	logPath   string
+	events    record.EventBroadcaster
 }
 
 // startStorage creates the storage classes and runs sig-storage-lib-external-
@@ -133,7 +138,16 @@ func (c *Cluster) startStorage(ctx context.Context) error {
 	)
 	var workers sync.WaitGroup
 	pc.ControllerWaitGroup(&workers)
+	s.events = record.NewBroadcaster(record.WithContext(runCtx))
+	s.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	recorder := s.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "testbed-hostpath-resizer"})
+	resizer, err := hostpath.NewResizer(kube, StorageProvisioner, provisioner, s.informers, recorder)
+	if err != nil {
+		close(s.done) // nothing runs: stop returns at once
+		return fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
 	s.informers.Start(runCtx.Done())
+	workers.Go(func() { resizer.Run(runCtx, 2) })
 	go func() {
 		defer close(s.done)
 		pc.Run(runCtx)
@@ -152,6 +166,7 @@ func (c *Cluster) startStorage(ctx context.Context) error {
 func (s *storage) stop() {
 	s.cancel()
 	<-s.done
+	s.events.Shutdown()
 	s.informers.Shutdown()
 	_ = s.log.Close()
 }

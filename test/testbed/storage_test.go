@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -144,6 +145,29 @@ func TestStorageProvisionsOnThePodsNodeAndDeletesWithTheClaim(t *testing.T) {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		t.Fatalf("directory of volume %s: %v", pv.Name, err)
 	}
+
+	// Expansion, as a CSI external-resizer does it: the volume, then the
+	// claim's capacity; no resize status or condition stays.
+	patch := []byte(`{"spec":{"resources":{"requests":{"storage":"3Gi"}}}}`)
+	if _, err := kube.PersistentVolumeClaims(ns).Patch(t.Context(), pvc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "claim data grown to 3Gi", 30*time.Second, func(ctx context.Context) (bool, error) {
+		got, err := kube.PersistentVolumeClaims(ns).Get(ctx, pvc.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		capacity := got.Status.Capacity[corev1.ResourceStorage]
+		if capacity.Cmp(resource.MustParse("3Gi")) != 0 || len(got.Status.Conditions) != 0 || got.Status.AllocatedResourceStatuses != nil {
+			return false, fmt.Errorf("capacity %s, conditions %v, resize statuses %v", capacity.String(), got.Status.Conditions, got.Status.AllocatedResourceStatuses)
+		}
+		grown, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		size := grown.Spec.Capacity[corev1.ResourceStorage]
+		return size.Cmp(resource.MustParse("3Gi")) == 0, fmt.Errorf("volume capacity %s", size.String())
+	})
 
 	if err := kube.Pods(ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
