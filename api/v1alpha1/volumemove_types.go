@@ -6,9 +6,9 @@ import (
 
 // VolumeMoveSpec asks for the data of one claim of the ferry storage class
 // to be moved to another cluster, and says what becomes of the source.
-// +kubebuilder:validation:XValidation:rule="!(self.confirmed && self.revert)",message="confirmed and revert exclude each other"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.confirmed) || !oldSelf.confirmed || self.confirmed",message="confirmed cannot be taken back"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.revert) || !oldSelf.revert || self.revert",message="revert cannot be taken back"
+// +kubebuilder:validation:XValidation:rule="!(has(self.confirmed) && self.confirmed && has(self.revert) && self.revert)",message="confirmed and revert exclude each other"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.confirmed) || !oldSelf.confirmed || (has(self.confirmed) && self.confirmed)",message="confirmed cannot be taken back"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.revert) || !oldSelf.revert || (has(self.revert) && self.revert)",message="revert cannot be taken back"
 type VolumeMoveSpec struct {
 	// ClaimName is the claim to move, in the VolumeMove's namespace. Its
 	// workload must be stopped: no pod may use the claim.

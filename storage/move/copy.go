@@ -57,6 +57,21 @@ func (r *Reconciler) copying(ctx context.Context, mv *ferryv1alpha1.VolumeMove) 
 	if err != nil {
 		return r.retryOrFail(ctx, mv, err)
 	}
+	if dst.local && target.Status.Phase != corev1.ClaimBound {
+		// The real provisioner provisions on the node picked; one that hands
+		// the claim back (drops the node) has no room there.
+		if target.Annotations[volumehelpers.AnnSelectedNode] == "" {
+			return ctrl.Result{}, r.fail(ctx, mv, ferryv1alpha1.MoveReasonInsufficientCapacity, fmt.Sprintf("cluster %s could not provision claim %s/%s of class %s: %s",
+				dst.cluster, target.Namespace, target.Name, ptr.Deref(target.Spec.StorageClassName, ""), r.lastWarning(ctx, dst, target.Name)))
+		}
+		if time.Since(target.CreationTimestamp.Time) > r.Options.ProvisionTimeout {
+			return ctrl.Result{}, r.fail(ctx, mv, ferryv1alpha1.MoveReasonInsufficientCapacity, fmt.Sprintf("claim %s/%s of class %s is not bound after %s: %s",
+				target.Namespace, target.Name, ptr.Deref(target.Spec.StorageClassName, ""), r.Options.ProvisionTimeout, r.lastWarning(ctx, dst, target.Name)))
+		}
+		if mv.Status.Target.Claim == dst.namespace+"/"+target.Name {
+			return ctrl.Result{RequeueAfter: r.Options.Poll}, nil
+		}
+	}
 	if mv.Status.Target.Claim != dst.namespace+"/"+target.Name {
 		return ctrl.Result{Requeue: true}, r.setStatus(ctx, mv, func(st *ferryv1alpha1.VolumeMoveStatus) {
 			st.Target.Claim = dst.namespace + "/" + target.Name
@@ -427,4 +442,23 @@ func (r *Reconciler) cleanup(ctx context.Context, mv *ferryv1alpha1.VolumeMove, 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// lastWarning is the last Warning event on the object named name at s
+// ("no event says why" when there is none).
+func (r *Reconciler) lastWarning(ctx context.Context, s side, name string) string {
+	if s.c.Kube == nil {
+		return "no event says why"
+	}
+	evs, err := s.c.Kube.CoreV1().Events(s.namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",type=Warning"})
+	if err != nil || len(evs.Items) == 0 {
+		return "no event says why"
+	}
+	last := evs.Items[0]
+	for _, e := range evs.Items[1:] {
+		if e.LastTimestamp.After(last.LastTimestamp.Time) || e.EventTime.After(last.EventTime.Time) {
+			last = e
+		}
+	}
+	return last.Reason + ": " + last.Message
 }

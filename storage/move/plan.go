@@ -42,7 +42,8 @@ func ParseProgress(log string) (p Progress, ok bool) {
 			continue
 		}
 		var got Progress
-		if err := json.Unmarshal([]byte(line), &got); err != nil || got.Bytes < 0 || got.TotalBytes < 0 || got.BytesPerSecond < 0 || got.EtaSeconds < 0 {
+		// etaSeconds is -1 while unknown (nothing copied yet).
+		if err := json.Unmarshal([]byte(line), &got); err != nil || got.Bytes < 0 || got.TotalBytes < 0 || got.BytesPerSecond < 0 || got.EtaSeconds < -1 {
 			continue
 		}
 		return got, true

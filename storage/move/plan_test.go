@@ -19,7 +19,10 @@ func TestParseProgress(t *testing.T) {
 	if !ok || p != (Progress{Bytes: 20, TotalBytes: 100, BytesPerSecond: 10, EtaSeconds: 8}) {
 		t.Fatalf("ParseProgress = %+v, %t; want the last whole line", p, ok)
 	}
-	for _, bad := range []string{"", "no json here", `{"bytes":-1,"totalBytes":1}`} {
+	if p, ok := ParseProgress(`{"bytes":0,"totalBytes":100,"bytesPerSecond":0,"etaSeconds":-1}`); !ok || p.EtaSeconds != -1 {
+		t.Errorf("an unknown ETA (-1) must be read: %+v, %t", p, ok)
+	}
+	for _, bad := range []string{"", "no json here", `{"bytes":-1,"totalBytes":1}`, `{"bytes":1,"totalBytes":1,"etaSeconds":-2}`} {
 		if p, ok := ParseProgress(bad); ok {
 			t.Errorf("ParseProgress(%q) = %+v, want none", bad, p)
 		}
@@ -55,7 +58,7 @@ func FuzzParseProgress(f *testing.F) {
 	f.Add("x\n{")
 	f.Fuzz(func(t *testing.T, s string) {
 		p, ok := ParseProgress(s)
-		if ok && (p.Bytes < 0 || p.TotalBytes < 0 || p.BytesPerSecond < 0 || p.EtaSeconds < 0) {
+		if ok && (p.Bytes < 0 || p.TotalBytes < 0 || p.BytesPerSecond < 0 || p.EtaSeconds < -1) {
 			t.Fatalf("ParseProgress(%q) = %+v", s, p)
 		}
 	})

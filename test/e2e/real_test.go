@@ -197,6 +197,8 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 
 	It("keeps a StatefulSet's data in the provider: each pod, deleted or scaled to 0 and back, returns there to its own claim and file", realStatefulDataSurvives)
 
+	It("moves a StatefulSet's 256 MiB volume to the provider and back: refused while its pod runs, a killed copy starts again, the pod reads the same data in the other cluster", Label("storage", "move"), realMoveVolume)
+
 	It("ran every ferry component without a restart", func(ctx context.Context) {
 		var total int64
 		for _, c := range []*testbed.Cluster{consumer, provider} {

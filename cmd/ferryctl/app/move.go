@@ -260,8 +260,12 @@ func MoveLine(mv *ferryv1alpha1.VolumeMove) string {
 	switch {
 	case phase == ferryv1alpha1.MoveCopying && st.Progress.TotalBytes > 0:
 		p := st.Progress
+		eta := "unknown"
+		if p.EtaSeconds >= 0 {
+			eta = (time.Duration(p.EtaSeconds) * time.Second).String()
+		}
 		return fmt.Sprintf("%s (attempt %d): %s of %s (%.0f%%), %s/s, ETA %s", phase, st.Attempts, bytesIEC(p.BytesCopied), bytesIEC(p.TotalBytes),
-			100*float64(p.BytesCopied)/float64(p.TotalBytes), bytesIEC(p.BytesPerSecond), (time.Duration(p.EtaSeconds) * time.Second).String())
+			100*float64(p.BytesCopied)/float64(p.TotalBytes), bytesIEC(p.BytesPerSecond), eta)
 	case msg != "":
 		return fmt.Sprintf("%s: %s: %s", phase, reason, msg)
 	}
