@@ -25,7 +25,7 @@ import (
 )
 
 // Components are ferry's binaries that ship as images (./cmd/<name>).
-var Components = []string{"ferry-controller-manager", "ferry-virtual-kubelet", "ferry-webhook", "ferry-scheduler", "ferry-gateway", "ferryctl"}
+var Components = []string{"ferry-controller-manager", "ferry-virtual-kubelet", "ferry-webhook", "ferry-scheduler", "ferry-gateway", "ferryctl", "ferry-volume-mover"}
 
 // nonRoot is the user and group the images run as (distroless' nonroot).
 const nonRoot = "65532"
