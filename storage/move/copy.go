@@ -80,8 +80,11 @@ func (r *Reconciler) copying(ctx context.Context, mv *ferryv1alpha1.VolumeMove) 
 
 	// The serve pod, where the data is.
 	_, srcClaim, _ := strings.Cut(mv.Status.Source.Claim, "/")
-	serve, err := r.ensurePod(ctx, src, r.moverPod(mv, podName(mv, roleServe, 0), roleServe,
-		[]string{"serve", "--dir=/data", fmt.Sprintf("--listen=:%d", MoverPort)}, srcClaim, true))
+	serveSpec := r.moverPod(mv, podName(mv, roleServe, 0), roleServe,
+		[]string{"serve", "--dir=/data", fmt.Sprintf("--listen=:%d", MoverPort)}, srcClaim, true)
+	// Only a fetch with the serve pod's token gets the data.
+	serveSpec.Spec.Containers[0].Env = []corev1.EnvVar{{Name: EnvToken, Value: newToken()}}
+	serve, err := r.ensurePod(ctx, src, serveSpec)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -129,7 +132,15 @@ func (r *Reconciler) copying(ctx context.Context, mv *ferryv1alpha1.VolumeMove) 
 		return ctrl.Result{Requeue: true}, r.setStatus(ctx, mv, func(st *ferryv1alpha1.VolumeMoveStatus) { st.Attempts = 1 })
 	}
 	name := podName(mv, roleFetch, mv.Status.Attempts)
+	if mv.Status.Attempts > 1 && mv.Status.CopyPod == "" {
+		// Never two fetches at once (a new fetch ends the one being served):
+		// the last attempt's pod must be gone first.
+		if gone, err := r.podGone(ctx, dst, podName(mv, roleFetch, mv.Status.Attempts-1)); err != nil || !gone {
+			return ctrl.Result{RequeueAfter: r.Options.Poll}, err
+		}
+	}
 	spec := r.moverPod(mv, name, roleFetch, []string{"fetch", "--dir=/data", fmt.Sprintf("--from=%s:%d", from, MoverPort)}, target.Name, false)
+	spec.Spec.Containers[0].Env = []corev1.EnvVar{{Name: EnvToken, Value: envValue(serve, EnvToken)}}
 	if node := target.Annotations[volumehelpers.AnnSelectedNode]; dst.local && node != "" {
 		spec.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
 	}
@@ -461,4 +472,25 @@ func (r *Reconciler) lastWarning(ctx context.Context, s side, name string) strin
 		}
 	}
 	return last.Reason + ": " + last.Message
+}
+
+// podGone says whether the pod named name, and at a provider its
+// ShadowPod, no longer exist at s (deleting it again if needed).
+func (r *Reconciler) podGone(ctx context.Context, s side, name string) (bool, error) {
+	pod, err := r.getPod(ctx, s, name)
+	if err != nil {
+		return false, err
+	}
+	if !s.local {
+		var sp ferryv1alpha1.ShadowPod
+		if err := s.c.Client.Get(ctx, types.NamespacedName{Namespace: s.namespace, Name: name}, &sp); err == nil {
+			return false, r.deletePod(ctx, s, name)
+		} else if !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("read ShadowPod %s/%s in cluster %s: %w", s.namespace, name, s.cluster, err)
+		}
+	}
+	if pod != nil {
+		return false, r.deletePod(ctx, s, name)
+	}
+	return true, nil
 }

@@ -2,6 +2,8 @@ package move
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -19,6 +21,30 @@ import (
 
 // MoverPort is where the serve and relay pods listen.
 const MoverPort = 7070
+
+// EnvToken carries the secret a fetch must show the serve pod: a random
+// value per serve pod, in its spec and in the fetch pods' (readable only to
+// those who can read pods in the storage namespace or the twin namespace,
+// who can read the data anyway).
+const EnvToken = "FERRY_MOVER_TOKEN"
+
+func newToken() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err))
+	}
+	return hex.EncodeToString(b)
+}
+
+// envValue is the value of the variable name in pod's first container.
+func envValue(pod *corev1.Pod, name string) string {
+	for _, e := range pod.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
 
 // Labels on what a move makes.
 const (

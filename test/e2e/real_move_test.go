@@ -10,6 +10,9 @@ import (
 	"math/rand/v2"
 	"mime/multipart"
 	"net/http"
+	"os"
+	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -92,6 +95,8 @@ func realMoveVolume(ctx context.Context) {
 	By("the pod writes 256 MiB of random data into its claim, held on the consumer's real node")
 	file, sum := realUploadRandom(ctx, ns, pod, realMoveSize)
 	GinkgoWriter.Printf("wrote %s (%d bytes, sha256 %s)\n", file, realMoveSize, sum)
+	// And a small file naming it, which the pod reads back wherever it runs.
+	marker := realUpload(ctx, ns, pod, "sha256 "+sum+" of "+file)
 	var pvc corev1.PersistentVolumeClaim
 	Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, &pvc)).To(Succeed())
 	Expect(pvc.Labels).To(HaveKeyWithValue(ferryv1alpha1.LabelClusterID, string(realConsumerID)))
@@ -156,10 +161,13 @@ func realMoveVolume(ctx context.Context) {
 	By("scaled back to 1: the pod runs in the provider and reads the same 256 MiB")
 	realScaleStatefulSet(ctx, ns, sts.Name, 1)
 	realWaitPodOn(ctx, ns, pod, vnode)
-	Expect(realReadSum(ctx, ns, pod, file)).To(Equal(sum))
+	realExpectRead(ctx, ns, pod, marker, sum)
 	remote, err := provider.Kube.CoreV1().Pods(twin).Get(ctx, pod, metav1.GetOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(remote.Spec.Volumes).To(ContainElement(HaveField("VolumeSource.PersistentVolumeClaim.ClaimName", claim)))
+	remoteClaim, err := provider.Kube.CoreV1().PersistentVolumeClaims(twin).Get(ctx, claim, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(realVolumeFileSum(ctx, provider, remoteClaim.Spec.VolumeName, file)).To(Equal(sum), "the 256 MiB on the provider's volume the pod mounts")
 
 	By("confirmed: the source volume and its real claim go")
 	out, err = ferryctl(ctx, "move", "confirm", ns+"/out", "--kubeconfig", consumer.KubeconfigPath, "--wait", "--timeout", "2m")
@@ -183,7 +191,10 @@ func realMoveVolume(ctx context.Context) {
 	GinkgoWriter.Printf("moved %d bytes home in %s, %d attempt(s), phase %s\n", mv.Status.Progress.BytesCopied, time.Since(start).Round(100*time.Millisecond), mv.Status.Attempts, mv.Status.Phase)
 	realScaleStatefulSet(ctx, ns, sts.Name, 1)
 	realWaitPodOn(ctx, ns, pod, home)
-	Expect(realReadSum(ctx, ns, pod, file)).To(Equal(sum))
+	realExpectRead(ctx, ns, pod, marker, sum)
+	Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, &pvc)).To(Succeed())
+	Expect(pvc.Spec.VolumeName).To(Equal(mv.Status.Target.Volume))
+	Expect(realVolumeFileSum(ctx, consumer, pvc.Spec.VolumeName, file)).To(Equal(sum), "the 256 MiB on the consumer's volume the pod mounts")
 	Eventually(func(g Gomega) {
 		g.Expect(consumer.Client.Get(ctx, client.ObjectKeyFromObject(mv), mv)).To(Succeed())
 		g.Expect(mv.Status.Phase).To(Equal(ferryv1alpha1.MoveSucceeded))
@@ -271,22 +282,30 @@ func realUploadRandom(ctx context.Context, ns, pod string, size int64) (string, 
 	return result.Output, hex.EncodeToString(h.Sum(nil))
 }
 
-// realReadSum has the pod read the file (agnhost mounttest, through exec)
-// and returns the SHA-256 of what it read.
-func realReadSum(ctx context.Context, ns, pod, file string) string {
+// realExpectRead has the pod read the small file naming the data's
+// digest (agnhost mounttest, through exec): it sees the moved volume.
+func realExpectRead(ctx context.Context, ns, pod, file, sum string) {
 	GinkgoHelper()
-	start := time.Now()
-	var out string
-	Eventually(func() error {
-		var err error
-		out, err = realConsumer.Exec(ctx, ns, pod, "/agnhost", "mounttest", "--file_content="+file)
-		return err
-	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
-	prefix := fmt.Sprintf("content of file %q: ", file)
-	Expect(strings.HasPrefix(out, prefix)).To(BeTrue(), "mounttest output starts %q", out[:min(len(out), 200)])
-	data := strings.TrimSuffix(strings.TrimPrefix(out, prefix), "\n")
-	Expect(data).To(HaveLen(realMoveSize))
-	sum := sha256.Sum256([]byte(data))
-	GinkgoWriter.Printf("pod %s read %d bytes in %s\n", pod, len(data), time.Since(start).Round(100*time.Millisecond))
-	return hex.EncodeToString(sum[:])
+	Eventually(func(g Gomega) {
+		out, err := realConsumer.Exec(ctx, ns, pod, "/agnhost", "mounttest", "--file_content="+file)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("sha256 " + sum))
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "pod %s reads %s", pod, file)
+}
+
+// realVolumeFileSum is the SHA-256 of file (a path in the pod's volume) in
+// the directory on the node's machine that volume pv of cluster c names.
+func realVolumeFileSum(ctx context.Context, c *testbed.Cluster, pv, file string) string {
+	GinkgoHelper()
+	v, err := c.Kube.CoreV1().PersistentVolumes().Get(ctx, pv, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(v.Spec.HostPath).NotTo(BeNil(), "volume %s in %s", pv, c.Name)
+	f, err := os.Open(filepath.Join(v.Spec.HostPath.Path, path.Base(file)))
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = f.Close() }()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(n).To(Equal(int64(realMoveSize)))
+	return hex.EncodeToString(h.Sum(nil))
 }
