@@ -54,7 +54,7 @@ type Options struct {
 	PullPolicy corev1.PullPolicy
 	// NetworkDisabled: pod addresses pass between clusters unchanged.
 	NetworkDisabled bool
-	// MaxAttempts is how many copies are started before the move fails (3
+	// MaxAttempts is how many copies are started before the move fails (5
 	// when zero).
 	MaxAttempts int32
 	// ProvisionTimeout bounds the wait for the target claim and the pods to
@@ -85,7 +85,7 @@ type Reconciler struct {
 
 func (o *Options) defaults() {
 	if o.MaxAttempts == 0 {
-		o.MaxAttempts = 3
+		o.MaxAttempts = 5
 	}
 	if o.ProvisionTimeout == 0 {
 		o.ProvisionTimeout = 2 * time.Minute

@@ -46,7 +46,8 @@ const realMoveSize = 256 << 20
 // keeps its volume until a fetch succeeds with a verified digest); scaled
 // back up, the pod runs in the provider and reads the same SHA-256; the
 // move confirmed, the source volume goes. Then the data is brought home
-// the same way (source deleted at once) and read there again.
+// the same way (source deleted at once) and read there again; moved out
+// once more and reverted, it is back on its kept volume without a copy.
 func realMoveVolume(ctx context.Context) {
 	consumer, provider := realConsumer, realProvider
 	ns := framework.CreateNamespace(ctx, consumer, "real-move")
@@ -187,6 +188,7 @@ func realMoveVolume(ctx context.Context) {
 	start = time.Now()
 	out, err = ferryctl(ctx, "move", "volume", ns+"/"+claim, "--to", string(realConsumerID), "--name", "home", "--delete-source", "--kubeconfig", consumer.KubeconfigPath, "--timeout", "8m")
 	Expect(err).NotTo(HaveOccurred(), out)
+	GinkgoWriter.Printf("ferryctl move volume output:\n%s\n", out)
 	Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "home"}, mv)).To(Succeed())
 	GinkgoWriter.Printf("moved %d bytes home in %s, %d attempt(s), phase %s\n", mv.Status.Progress.BytesCopied, time.Since(start).Round(100*time.Millisecond), mv.Status.Attempts, mv.Status.Phase)
 	realScaleStatefulSet(ctx, ns, sts.Name, 1)
@@ -204,6 +206,31 @@ func realMoveVolume(ctx context.Context) {
 		g.Expect(consumer.Client.List(ctx, &pods, client.InNamespace(storage.DefaultNamespace), client.HasLabels{move.LabelVolumeMove})).To(Succeed())
 		g.Expect(pods.Items).To(BeEmpty())
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+
+	By("moved out again, then reverted: the claim is back on its kept volume at home, without a copy")
+	realScaleStatefulSet(ctx, ns, sts.Name, 0)
+	realWaitPodGone(ctx, ns, pod)
+	homePV := pvc.Spec.VolumeName
+	out, err = ferryctl(ctx, "move", "volume", ns+"/"+claim, "--to", string(realProviderID), "--name", "again", "--kubeconfig", consumer.KubeconfigPath, "--timeout", "8m")
+	Expect(err).NotTo(HaveOccurred(), out)
+	start = time.Now()
+	out, err = ferryctl(ctx, "move", "revert", ns+"/again", "--kubeconfig", consumer.KubeconfigPath, "--wait", "--timeout", "2m")
+	Expect(err).NotTo(HaveOccurred(), out)
+	GinkgoWriter.Printf("reverted in %s: %s\n", time.Since(start).Round(100*time.Millisecond), out)
+	Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "again"}, mv)).To(Succeed())
+	Expect(mv.Status.Phase).To(Equal(ferryv1alpha1.MoveReverted))
+	Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, &pvc)).To(Succeed())
+	Expect(pvc.Spec.VolumeName).To(Equal(homePV), "the claim is back on its kept volume")
+	Eventually(func(g Gomega) {
+		_, err := provider.Kube.CoreV1().PersistentVolumeClaims(twin).Get(ctx, claim, metav1.GetOptions{})
+		g.Expect(err).To(HaveOccurred(), "the copy's claim in the provider still there")
+		err = consumer.Client.Get(ctx, client.ObjectKey{Name: mv.Status.Target.Volume}, &corev1.PersistentVolume{})
+		g.Expect(err).To(HaveOccurred(), "the copy's volume still there")
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+	realScaleStatefulSet(ctx, ns, sts.Name, 1)
+	realWaitPodOn(ctx, ns, pod, home)
+	realExpectRead(ctx, ns, pod, marker, sum)
+	Expect(realVolumeFileSum(ctx, consumer, homePV, file)).To(Equal(sum))
 	realScaleStatefulSet(ctx, ns, sts.Name, 0)
 }
 
