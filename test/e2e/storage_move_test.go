@@ -185,8 +185,8 @@ var _ = Describe("Moving volumes: refusals", Label("storage", "move"), Ordered, 
 		expectUnchanged(ctx, pvc, twin)
 
 		By("the API refuses changing the claim or the target of a move")
-		first.Spec.TargetCluster = "consumer"
-		Expect(consumer.Client.Update(ctx, first)).To(MatchError(ContainSubstring("targetCluster is immutable")))
+		Expect(consumer.Client.Patch(ctx, first, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"targetCluster":"consumer"}}`)))).
+			To(MatchError(ContainSubstring("targetCluster is immutable")))
 	})
 
 	It("refuses a move home that finds no room there, and one whose class home does not have: the claim and its data stay where they were", func(ctx context.Context) {
