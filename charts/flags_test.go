@@ -146,6 +146,16 @@ var flagValues = map[string]flagValue{
 			}
 			return imageParse("ghcr.io/ferry-io/ferry-virtual-kubelet:" + s)
 		}},
+	"images.volumeMover.repository": {flag: "--volume-mover-image", good: []any{"ferry/volume-mover", "vm", "a__b.c-d"},
+		bad:   []any{"", "Ferry", "ferry//vm", "/vm", "vm/", "vm:v1", "vm@sha256"},
+		parse: func(s string) error { return imageParse("ghcr.io/ferry-io/" + s + ":v0.1.0") }},
+	"images.volumeMover.tag": {flag: "--volume-mover-image", good: []any{"v9.9.10", ""}, bad: []any{"v9:9", "-v9"},
+		parse: func(s string) error {
+			if s == "" {
+				s = "v0.1.0"
+			}
+			return imageParse("ghcr.io/ferry-io/ferry-volume-mover:" + s)
+		}},
 }
 
 // parseCIDROrEmpty is the controller manager's check of --pod-cidr and

@@ -138,6 +138,8 @@ func normalize(t *testing.T, obj map[string]any, chart bool) map[string]any {
 				a = "--cluster-id=c1"
 			case chart && strings.HasPrefix(a, "--virtual-kubelet-image="):
 				a = "--virtual-kubelet-image=" + unqualified(strings.TrimPrefix(a, "--virtual-kubelet-image="))
+			case chart && strings.HasPrefix(a, "--volume-mover-image="):
+				a = "--volume-mover-image=" + unqualified(strings.TrimPrefix(a, "--volume-mover-image="))
 			}
 			args[i] = a
 		}

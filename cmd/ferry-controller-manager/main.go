@@ -33,7 +33,7 @@ import (
 
 type flags struct {
 	kubeconfig, clusterID, vkMode, vkImage, vkBinary, vkLogDir string
-	vkPullPolicy                                               string
+	vkPullPolicy, moverPullPolicy                              string
 	vkArgs, vkPullSecrets                                      []string
 	qps                                                        float32
 	burst                                                      int
@@ -77,6 +77,8 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	fs.Float32Var(&f.qps, "kube-api-qps", 200, "queries per second to this cluster's API server")
 	fs.IntVar(&f.burst, "kube-api-burst", 400, "burst of queries to this cluster's API server")
 	fs.StringVar(&f.opts.StorageNamespace, "storage-namespace", storage.DefaultNamespace, "namespace of the real claims made for claims of the ferry storage class bound on this cluster's nodes")
+	fs.StringVar(&f.opts.VolumeMoverImage, "volume-mover-image", defaultVolumeMoverImage(), "ferry-volume-mover image, run by VolumeMoves to copy a claim's data between clusters (empty: no VolumeMove controller)")
+	fs.StringVar(&f.moverPullPolicy, "volume-mover-image-pull-policy", string(corev1.PullIfNotPresent), "pull policy of --volume-mover-image: Always, IfNotPresent or Never")
 	fs.BoolVar(&f.opts.DisableStorage, "disable-storage", false, "do not serve the ferry storage class (storage.ferry.io/virtual)")
 	fs.BoolVar(&f.opts.DisableNodeTopology, "disable-node-topology", false, "do not label this cluster's real nodes topology.ferry.io/cluster=<cluster ID> (the topology key spreading pods across clusters)")
 	fs.BoolVar(&f.opts.Network.Disabled, "disable-network", false, "turn the network fabric off, for clusters whose networks already reach each other: pod addresses pass unchanged (also passed to the virtual kubelets)")
@@ -109,6 +111,12 @@ func run(f flags) error {
 		defer l.StopAll(context.Background())
 	}
 	f.opts.ClusterID = ferryv1alpha1.ClusterID(f.clusterID)
+	switch p := corev1.PullPolicy(f.moverPullPolicy); p {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		f.opts.VolumeMoverPullPolicy = p
+	default:
+		return fmt.Errorf("--volume-mover-image-pull-policy %q: must be Always, IfNotPresent or Never", f.moverPullPolicy)
+	}
 	ctx := ctrl.SetupSignalHandler()
 	mgr, err := controllermanager.New(ctx, cfg, f.opts)
 	if err != nil {
@@ -148,4 +156,14 @@ func newLauncher(f flags, cfg *rest.Config) (peering.VirtualKubeletLauncher, err
 	default:
 		return nil, fmt.Errorf("--virtual-kubelet-mode %q: must be one of %s", f.vkMode, strings.Join([]string{"deployment", "process"}, ", "))
 	}
+}
+
+// defaultVolumeMoverImage is ferry-volume-mover of this build's version,
+// from the registry the chart defaults to.
+func defaultVolumeMoverImage() string {
+	tag := version.Get().Version
+	if tag == "" || strings.ContainsAny(tag, "()+ ") {
+		tag = "latest"
+	}
+	return "ghcr.io/ferry-io/ferry-volume-mover:" + tag
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/ferry-io/ferry/controllers/peering"
 	"github.com/ferry-io/ferry/controllers/peeringquota"
 	"github.com/ferry-io/ferry/storage"
+	"github.com/ferry-io/ferry/storage/move"
 )
 
 // Options configure ferry's controllers in one cluster.
@@ -76,6 +77,11 @@ type Options struct {
 	// DisableStorage leaves the virtual storage class unserved (claims of it
 	// then never bind: do not install manifests/storage).
 	DisableStorage bool
+	// VolumeMoverImage is ferry-volume-mover's image, run by VolumeMoves
+	// (no VolumeMove controller when empty); VolumeMoverPullPolicy its pull
+	// policy.
+	VolumeMoverImage      string
+	VolumeMoverPullPolicy corev1.PullPolicy
 	// DisableNodeTopology leaves this cluster's real nodes without the
 	// topology.ferry.io/cluster label (topologySpreadConstraints on it then
 	// leave them out).
@@ -224,6 +230,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		if err := storage.Setup(mgr, storage.Options{ClusterID: opts.ClusterID, Namespace: ns, Providers: storageProviders{storageClients, peering.NewWatchClients()}}); err != nil {
 			return nil, fmt.Errorf("set up storage fabric: %w", err)
 		}
+		if opts.VolumeMoverImage != "" {
+			if err := move.Setup(mgr, moveClusters{storageClients}, move.Options{ClusterID: opts.ClusterID, Namespace: ns,
+				Image: opts.VolumeMoverImage, PullPolicy: opts.VolumeMoverPullPolicy, NetworkDisabled: opts.Network.Disabled}); err != nil {
+				return nil, fmt.Errorf("set up volume moves: %w", err)
+			}
+		}
 	}
 	return mgr, nil
 }
@@ -266,6 +278,19 @@ func (s storageProviders) WatchClient(ctx context.Context, id ferryv1alpha1.Clus
 		return nil, err
 	}
 	return s.watches.For(p)
+}
+
+// moveClusters hands the volume moves the peering's provider clients.
+type moveClusters struct{ clients *peering.ProviderClients }
+
+func (m moveClusters) Provider(ctx context.Context, id ferryv1alpha1.ClusterID) (*move.Cluster, error) {
+	p, err := m.clients.ForCluster(ctx, id)
+	if errors.Is(err, peering.ErrNotPeered) {
+		return nil, fmt.Errorf("provider %s: %w", id, storage.ErrNotPeered)
+	} else if err != nil {
+		return nil, err
+	}
+	return &move.Cluster{Client: p.Client, Kube: p.Kube}, nil
 }
 
 // Authenticating and authorizing metrics clients:

@@ -81,6 +81,8 @@ var workloads = map[string]workload{
 			"--virtual-kubelet-image":             `include "ferry.image" (list . "virtualKubelet")`,
 			"--virtual-kubelet-image-pull-policy": ".Values.images.pullPolicy",
 			"--sharing-percentage":                ".Values.controllerManager.sharingPercentage",
+			"--volume-mover-image":                `include "ferry.image" (list . "volumeMover")`,
+			"--volume-mover-image-pull-policy":    ".Values.images.pullPolicy",
 		},
 		extraArgs: []item{
 			{open: `if eq .Values.virtualKubelet.mode "process"`, entry: `{{ printf "--virtual-kubelet-binary=%s" .Values.virtualKubelet.binary | quote }}`},

@@ -203,6 +203,8 @@ var _ = Describe("ferry on real nodes, from its own images", Label("real"), Orde
 	// Expansion (real_expand_test.go).
 	It("grows a claim held in the provider while its pod runs: both sides show the new size, no resize condition stays, the container keeps its volume", Label("storage", "expand"), realExpandProviderClaim)
 
+	It("moves a StatefulSet's 256 MiB volume to the provider and back: refused while its pod runs, a killed copy starts again, the pod reads the same data in the other cluster", Label("storage", "move"), realMoveVolume)
+
 	It("ran every ferry component without a restart", func(ctx context.Context) {
 		var total int64
 		for _, c := range []*testbed.Cluster{consumer, provider} {

@@ -32,7 +32,7 @@ func NewCommand() *cobra.Command {
 		SilenceErrors: true,
 		Version:       version.Get().String(),
 	}
-	root.AddCommand(newPeerCommand(), newUnpeerCommand(), newStatusCommand(), newOffloadCommand(), newUnoffloadCommand(), newVersionCommand())
+	root.AddCommand(newPeerCommand(), newUnpeerCommand(), newStatusCommand(), newOffloadCommand(), newUnoffloadCommand(), newMoveCommand(), newVersionCommand())
 	root.AddCommand(newDiscoverCommand(), newAdvertiseCommand())
 	root.AddCommand(newInstallCommand(), newUninstallCommand())
 	root.AddCommand(newTestCommand())

@@ -146,7 +146,7 @@ func StartFerry(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1.Cluste
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	mgr, err := controllermanager.New(runCtx, cfg, controllermanager.Options{
 		ClusterID: id, SharingPercentage: opts.SharingPercentage, GrantDebounce: opts.GrantDebounce, ClusterLabels: opts.ClusterLabels,
-		Launcher: launcher, Network: opts.Network, MetricsAddr: opts.MetricsAddr, MetricsSecure: true, HealthAddr: "0", SeveralPerProcess: true,
+		Launcher: launcher, Network: opts.Network, VolumeMoverImage: "ferry-volume-mover:e2e", MetricsAddr: opts.MetricsAddr, MetricsSecure: true, HealthAddr: "0", SeveralPerProcess: true,
 		Now: func() time.Time { return time.Now().Add(time.Duration(f.ClockOffset.Load())) },
 	})
 	Expect(err).NotTo(HaveOccurred(), "start ferry in %s", c.Name)
