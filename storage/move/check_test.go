@@ -39,7 +39,7 @@ func fixture(extra ...client.Object) (*Reconciler, *ferryv1alpha1.VolumeMove) {
 		Status: ferryv1alpha1.NamespaceOffloadingStatus{Clusters: []ferryv1alpha1.ClusterOffloadingStatus{{ClusterID: "rome", Phase: ferryv1alpha1.OffloadingReady, TwinNamespace: "shop-home"}}}}
 	mv := &ferryv1alpha1.VolumeMove{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "m", UID: "m"}, Spec: ferryv1alpha1.VolumeMoveSpec{ClaimName: "data", TargetCluster: "rome"}}
 	objs := append([]client.Object{pvc, pv, node, nso, mv}, extra...)
-	c := fake.NewClientBuilder().WithScheme(ferryscheme.Scheme()).WithObjects(objs...).WithStatusSubresource(&ferryv1alpha1.NamespaceOffloading{}).Build()
+	c := fake.NewClientBuilder().WithScheme(ferryscheme.Scheme()).WithObjects(objs...).WithStatusSubresource(&ferryv1alpha1.NamespaceOffloading{}, &ferryv1alpha1.VolumeMove{}).Build()
 	return &Reconciler{Client: c, Clusters: noProviders{}, Options: Options{ClusterID: "home", Namespace: "ferry-storage"}}, mv
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -104,6 +105,9 @@ func (r *Reconciler) switching(ctx context.Context, mv *ferryv1alpha1.VolumeMove
 	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read volume %s: %w", newName, err)
 	}
+	if abandoned, err := r.abandonIfUsed(ctx, mv, newPV); abandoned || err != nil {
+		return ctrl.Result{}, err
+	}
 	// The source stays as it is whatever happens to the claim.
 	if err := r.holdVolume(ctx, mv.Status.Source.Volume); err != nil {
 		return ctrl.Result{}, err
@@ -140,6 +144,47 @@ func (r *Reconciler) switching(ctx context.Context, mv *ferryv1alpha1.VolumeMove
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{Requeue: true}, nil
+}
+
+// abandonIfUsed abandons the switch when a pod started using the claim
+// after the copy's last look at it (a workload scaled up meanwhile): that
+// pod writes to the source, so the copy is stale. Nothing of the claim has
+// been touched yet; the volume made for the copy, the staged claim and the
+// move's pods are removed and the source keeps its reclaim policy. Once the
+// claim is being deleted no pod can start on it (the scheduler refuses
+// claims being deleted), so the switch goes on.
+func (r *Reconciler) abandonIfUsed(ctx context.Context, mv *ferryv1alpha1.VolumeMove, newPV *corev1.PersistentVolume) (bool, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: mv.Namespace, Name: mv.Spec.ClaimName}, pvc); apierrors.IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("read claim %s/%s: %w", mv.Namespace, mv.Spec.ClaimName, err)
+	}
+	if string(pvc.UID) != mv.Status.ClaimUID || !pvc.DeletionTimestamp.IsZero() {
+		return false, nil
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(mv.Namespace)); err != nil {
+		return false, fmt.Errorf("list pods of %s: %w", mv.Namespace, err)
+	}
+	using := PodsUsing(pods.Items, pvc.Name)
+	if len(using) == 0 {
+		return false, nil
+	}
+	if err := r.releaseVolume(ctx, mv.Status.Source.Volume, ""); err != nil {
+		return false, err
+	}
+	// The copy's volume was never bound: nothing of the library's
+	// provisioner waits on it.
+	if controllerutil.RemoveFinalizer(newPV, provisionerFinalizer) {
+		if err := r.Client.Update(ctx, newPV); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("let volume %s go: %w", newPV.Name, err)
+		}
+	}
+	if err := r.Client.Delete(ctx, newPV, client.Preconditions{UID: &newPV.UID}); client.IgnoreNotFound(err) != nil {
+		return false, fmt.Errorf("delete volume %s made for the copy: %w", newPV.Name, err)
+	}
+	return true, r.fail(ctx, mv, ferryv1alpha1.MoveReasonWorkloadRunning, fmt.Sprintf("pods %s started using claim %s before it was re-pointed: the copy is stale and abandoned", strings.Join(using, ", "), pvc.Name))
 }
 
 // volumeForCopy is the volume standing for the copy, bound beforehand to
