@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 
+	memlimit "github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -52,6 +53,15 @@ func (c *common) parse(fs *pflag.FlagSet, args []string) {
 func main() {
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
+	// wireguard-go holds every packet in flight in a 64 KiB buffer, so a
+	// bulk transfer keeps well over a hundred MiB live, and the Go runtime's
+	// default heap target (twice the live heap) then crosses the container's
+	// limit: a 256 MiB copy through the tunnel got the gateway OOM-killed.
+	// A memory limit at 90% of the cgroup's makes the collector run before.
+	// GOMEMLIMIT set by hand wins; no cgroup limit leaves none.
+	if _, err := memlimit.Set(memlimit.WithRatio(0.9), memlimit.WithProvider(memlimit.FromCgroup)); err != nil {
+		fmt.Fprintln(os.Stderr, "ferry-gateway: set the Go memory limit from the cgroup's:", err)
+	}
 	var err error
 	if len(os.Args) > 1 && os.Args[1] == "route-agent" {
 		err = routeAgent(os.Args[2:], klogFlags)
