@@ -71,7 +71,7 @@ var _ = Describe("The test bed", Label("testbed"), Ordered, func() {
 			Expect(crds.Items).To(ConsistOf(
 				crdNamed("foreignclusters.ferry.io"), crdNamed("resourceslices.ferry.io"), crdNamed("virtualnodes.ferry.io"),
 				crdNamed("namespaceoffloadings.ferry.io"), crdNamed("shadowpods.ferry.io"), crdNamed("peeringquotas.ferry.io"),
-				crdNamed("networkconfigs.ferry.io"), crdNamed("twinnamespaces.ferry.io"),
+				crdNamed("networkconfigs.ferry.io"), crdNamed("twinnamespaces.ferry.io"), crdNamed("volumemoves.ferry.io"),
 			))
 			Expect(c.Client.Get(ctx, client.ObjectKey{Name: "ferry-system"}, &corev1.Namespace{})).To(Succeed())
 			for _, role := range []string{"ferry-namespace-admin", "ferry-namespace-viewer", "ferry-cluster-admin", "ferry-cluster-viewer"} {
