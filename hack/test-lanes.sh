@@ -44,7 +44,14 @@ lane_b() {
 	e2e b "!($lane_a_labels)"
 }
 
-prefix() { sed -u "s/^/$1| /"; }
+# The prefixing sed ignores interrupts and terminations (an ignored signal
+# stays ignored across exec): it keeps draining its lane until the tests
+# have cleaned up and exited, instead of dying first and killing them with
+# SIGPIPE halfway through their cleanup.
+prefix() {
+	trap '' INT TERM
+	sed -u "s/^/$1| /"
+}
 
 # Each lane is a process group of its own (job control), so an interrupt
 # or a termination of this script is passed on to everything in both lanes,

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -220,8 +221,13 @@ func realKeptByHelmUninstall(id string) []string {
 		"ferry.io/NetworkConfig " + sys + "/" + id,            // the cluster's own networks
 		"apiregistration.k8s.io/APIService /v1alpha1.ferry.io",
 	}
-	for _, crd := range []string{"foreignclusters", "namespaceoffloadings", "networkconfigs", "peeringquotas", "resourceslices", "shadowpods", "twinnamespaces", "virtualnodes"} {
-		kept = append(kept, "apiextensions.k8s.io/CustomResourceDefinition /"+crd+".ferry.io")
+	// Every CRD ferry ships (one file each in manifests/crds).
+	crds, err := filepath.Glob("../../manifests/crds/ferry.io_*.yaml")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(crds).NotTo(BeEmpty())
+	for _, f := range crds {
+		plural := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "ferry.io_"), ".yaml")
+		kept = append(kept, "apiextensions.k8s.io/CustomResourceDefinition /"+plural+".ferry.io")
 	}
 	slices.Sort(kept)
 	return kept
