@@ -93,9 +93,13 @@ func realExpandProviderClaim(ctx context.Context) {
 	Expect(remote.Status.ContainerStatuses).To(ConsistOf(And(HaveField("RestartCount", BeZero()), HaveField("Ready", true))))
 	after := realWrite(ctx, ns, podName, "written at 128Mi")
 	for file, content := range map[string]string{before: "written at 64Mi", after: "written at 128Mi"} {
-		out, err := consumer.Exec(ctx, ns, podName, "/agnhost", "mounttest", "--file_content="+file)
-		Expect(err).NotTo(HaveOccurred(), out)
-		Expect(out).To(ContainSubstring(content))
+		// An exec through the virtual kubelet has now and then come back
+		// with no output and no error (not diagnosed yet): a few tries.
+		Eventually(func(g Gomega) {
+			out, err := consumer.Exec(ctx, ns, podName, "/agnhost", "mounttest", "--file_content="+file)
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring(content))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
 	}
 }
 
