@@ -27,10 +27,14 @@ FUZZTIME ?= 5s
 # `go test -race ./test/perf/scheduler/` looks for it. ferry's plugins keep
 # -race in their own packages' tests.
 NO_RACE := /test/e2e$$|/test/testbed$$|/test/perf/scheduler$$
-# make test runs the e2e suite as two processes at once: the specs of this
-# label filter (every spec that builds network namespaces or real nodes, so
-# one process holds them all) beside the unit, race and fuzz stages, and
-# the rest on their own (see hack/test-lanes.sh).
+# make test TEST_LANES=2 runs the e2e suite as two processes at once: the
+# specs of E2E_LANE_A (every spec that builds network namespaces or real
+# nodes, so one process holds them all) beside the unit, race and fuzz
+# stages, and the rest on their own (see hack/test-lanes.sh): ≈ 31 min
+# instead of ≈ 50 warm. Not CI's default yet: under the doubled load three
+# runs each hit a different timing race in the failover specs (fixed), and
+# CI must stay green.
+TEST_LANES ?= 1
 E2E_LANE_A ?= real || fabric || demo
 # The version linked into the binaries (--version, ferry_build_info); the
 # commit comes from the checkout, which Go records itself.
@@ -133,8 +137,14 @@ lint: ## gofmt check, go vet and staticcheck (pinned in go.mod).
 	$(GO) tool staticcheck ./...
 
 .PHONY: test
-test: testbed verify-generated lint ## Everything CI runs: build the test bed (cached), check generated code, lint, then in two lanes at once (hack/test-lanes.sh): the e2e specs of E2E_LANE_A, unit tests with -race, a short run of every fuzz target and the test bed's tests; and the other e2e specs.
+test: testbed verify-generated lint ## Everything CI runs: build the test bed (cached), check generated code, lint, unit tests with -race, a short run of every fuzz target, e2e tests (TEST_LANES=2: in two lanes at once, see hack/test-lanes.sh).
+ifeq ($(TEST_LANES),2)
 	GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GOTESTFLAGS='$(GOTESTFLAGS)' NO_RACE='$(NO_RACE)' FUZZTIME=$(FUZZTIME) E2E_LANE_A='$(E2E_LANE_A)' hack/test-lanes.sh
+else
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$($(GO) list ./... | grep -vE '$(NO_RACE)')
+	GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$($(GO) list ./... | grep -E '$(NO_RACE)')
+endif
 
 .PHONY: fuzz
 fuzz: ## Every fuzz target for FUZZTIME each (make test runs them for 5s; e.g. FUZZTIME=2m).

@@ -204,10 +204,14 @@ func realGatewayFailover(ctx context.Context) {
 			Expect(holder).NotTo(Equal(active), "the passive replica took over from the deleted pod")
 		}
 		Expect(pod).To(Equal(holder), "the Service selects the holder's pod, and no other")
-		var nc ferryv1alpha1.NetworkConfig
-		Expect(side.Client.Get(ctx, client.ObjectKey{Namespace: charts.Namespace, Name: side.Name}, &nc)).To(Succeed())
-		Expect(nc.Status.Gateway).NotTo(BeNil())
-		Expect(nc.Status.Gateway.Replica).To(Equal(holder), "the NetworkConfig names the active replica")
+		// The new active publishes itself in the NetworkConfig's status,
+		// which can come a little after traffic resumed under load.
+		Eventually(func(g Gomega) {
+			var nc ferryv1alpha1.NetworkConfig
+			g.Expect(side.Client.Get(ctx, client.ObjectKey{Namespace: charts.Namespace, Name: side.Name}, &nc)).To(Succeed())
+			g.Expect(nc.Status.Gateway).NotTo(BeNil())
+			g.Expect(nc.Status.Gateway.Replica).To(Equal(holder), "the NetworkConfig names the active replica")
+		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 		GinkgoWriter.Printf("failover %d (%s): %s's %s, then %s active (peer %s followed); PAUSE %s\n", round+1, how, side.Name, active, holder, peer.Name, pause.Round(10*time.Millisecond))
 		pauses = append(pauses, pause)
 	}
