@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/fabric"
 )
 
 // Progress is one line the fetch pod prints, about once a second.
@@ -127,12 +128,9 @@ func ActiveMoveBefore(moves []ferryv1alpha1.VolumeMove, mv *ferryv1alpha1.Volume
 // Translate maps ip, an address of the CIDR from, to the address at the
 // same offset in to (a CIDR of the same size): where another cluster
 // reaches a pod, given the pod's cluster's range and where the other
-// cluster sees it.
+// cluster sees it. The arithmetic is the fabric's (fabric.Mapping); errors
+// name what is at fault.
 func Translate(ip, from, to string) (string, error) {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return "", fmt.Errorf("address %q: %w", ip, err)
-	}
 	f, err := netip.ParsePrefix(from)
 	if err != nil {
 		return "", fmt.Errorf("range %q: %w", from, err)
@@ -141,28 +139,15 @@ func Translate(ip, from, to string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("range %q: %w", to, err)
 	}
-	f, t = f.Masked(), t.Masked()
-	if f.Bits() != t.Bits() || f.Addr().BitLen() != t.Addr().BitLen() {
-		return "", fmt.Errorf("ranges %s and %s differ in size", f, t)
+	m, err := fabric.NewMapping(f.Masked(), t.Masked())
+	if err != nil {
+		return "", err
 	}
-	if !f.Contains(a) {
-		return "", fmt.Errorf("address %s is not in %s", a, f)
+	out, ok := m.TranslateString(ip)
+	if !ok {
+		return "", fmt.Errorf("address %q is not in %s", ip, m.From)
 	}
-	src, dst := a.AsSlice(), t.Addr().AsSlice()
-	bits := f.Bits()
-	for i := range dst {
-		keep := 0
-		switch {
-		case bits >= (i+1)*8:
-			keep = 8
-		case bits > i*8:
-			keep = bits - i*8
-		}
-		mask := byte(0xff << (8 - keep))
-		dst[i] = dst[i]&mask | src[i]&^mask
-	}
-	out, _ := netip.AddrFromSlice(dst)
-	return out.String(), nil
+	return out, nil
 }
 
 // Route says which pods a copy runs where: the serve pod in the source
