@@ -146,7 +146,9 @@ func (e expander) forward(ctx context.Context, c client.Client, local, backing *
 	if e.recorder != nil {
 		e.recorder.Eventf(local, nil, corev1.EventTypeNormal, EventExpansionForwarded, "Resize", "asked %s to expand claim %s/%s from %s to %s", where, backing.Namespace, backing.Name, have.String(), want.String())
 	}
-	if err := e.client.Status().Patch(ctx, markResizing(local, want, metav1.Now()), client.MergeFrom(local)); err != nil {
+	// Optimistic lock: a merge patch computed from a stale cached claim
+	// would leave conditions it never saw (a Resizing that stays forever).
+	if err := e.client.Status().Patch(ctx, markResizing(local, want, metav1.Now()), client.MergeFromWithOptions(local, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("mark claim %s/%s resizing to %s: %w", local.Namespace, local.Name, want.String(), err)
 	}
 	return nil
@@ -159,7 +161,10 @@ func (e expander) finish(ctx context.Context, local *corev1.PersistentVolumeClai
 		return nil
 	}
 	_, marked := local.Status.AllocatedResourceStatuses[corev1.ResourceStorage]
-	if err := e.client.Status().Patch(ctx, markResized(local, capacity), client.MergeFrom(local)); err != nil {
+	// Optimistic lock: from a stale cached claim (without the Resizing
+	// condition the API server has), the patch would not remove it, and the
+	// claim would keep it forever; a conflict retries with a fresh one.
+	if err := e.client.Status().Patch(ctx, markResized(local, capacity), client.MergeFromWithOptions(local, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("report capacity %s on claim %s/%s: %w", capacity.String(), local.Namespace, local.Name, err)
 	}
 	if marked && e.recorder != nil {
