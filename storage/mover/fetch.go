@@ -222,6 +222,12 @@ func (p *progress) copied() {
 }
 
 func (p *progress) every(d time.Duration) (stop func()) {
+	return tick(d, func() bool { p.print(); return true })
+}
+
+// tick calls f every d until f returns false or stop is called; stop
+// returns once f is no longer running and may be called more than once.
+func tick(d time.Duration, f func() bool) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -232,7 +238,9 @@ func (p *progress) every(d time.Duration) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				p.print()
+				if !f() {
+					return
+				}
 			}
 		}
 	})

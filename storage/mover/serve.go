@@ -233,24 +233,13 @@ func (s *Server) heartbeat(w http.ResponseWriter) (stop func()) {
 		every = 5 * time.Second
 	}
 	rc := http.NewResponseController(w)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if _, err := w.Write([]byte{'\n'}); err != nil {
-					return
-				}
-				_ = rc.Flush()
-			}
+	return tick(every, func() bool {
+		if _, err := w.Write([]byte{'\n'}); err != nil {
+			return false
 		}
+		_ = rc.Flush()
+		return true
 	})
-	return func() { close(done); wg.Wait() }
 }
 
 // writeTree writes the tree as tar to w, returning the digest of what it
