@@ -6,10 +6,12 @@ import (
 	"sync"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/remotescope"
 )
 
 // WatchingProviders are Providers that also hand out clients that watch:
@@ -47,9 +50,13 @@ func remoteClaimIndex(o client.Object) []string {
 }
 
 // RemoteClaimWatcher watches the claims the storage fabric made in the
-// providers for this cluster: one informer per provider and twin namespace
-// (the consumer's credential reaches the twin namespaces one by one), of
-// the claims labelled as made for this cluster. Every change of one wakes
+// providers for this cluster, those labelled as made for it: one informer
+// per provider when the provider lets the consumer list and watch claims
+// cluster-wide (it bound the consumer to ferry-reflection-reader, as for the
+// virtual kubelets' cluster scope), one per provider and twin namespace
+// otherwise (the consumer's own credential reaches the twin namespaces one
+// by one). The scope is asked again when the provider's credential changes
+// and every ScopeRecheck, so a grant given or withdrawn later is followed. Every change of one wakes
 // the remote volume standing for it, which then reads the claim from the
 // informer instead of asking the provider: a provider claim's binding shows
 // on the volume at once, with no poll. The twin namespaces come from this
@@ -64,13 +71,30 @@ type RemoteClaimWatcher struct {
 	ClusterID ferryv1alpha1.ClusterID
 	// Resync is how often the twin namespaces are listed (2s when zero).
 	Resync time.Duration
+	// ScopeRecheck is how often a provider is asked again whether the
+	// consumer may watch claims cluster-wide (5m when zero).
+	ScopeRecheck time.Duration
 
 	wake     chan event.GenericEvent
 	mu       sync.Mutex
 	watching map[twinKey]*claimInformer
+	scopes   map[ferryv1alpha1.ClusterID]providerScope // only Start's goroutine uses it
 }
 
-// twinKey names one twin namespace of one provider.
+// providerScope is how a provider's claims are watched, decided with
+// client at decided.
+type providerScope struct {
+	client  client.WithWatch
+	scope   remotescope.Scope
+	decided time.Time
+}
+
+// claimsResource is what the consumer must list and watch cluster-wide in a
+// provider for one informer to cover all its twin namespaces.
+var claimsResource = []schema.GroupResource{{Resource: "persistentvolumeclaims"}}
+
+// twinKey names one twin namespace of one provider; an empty Namespace is
+// the provider's cluster-wide informer.
 type twinKey struct {
 	Cluster   ferryv1alpha1.ClusterID
 	Namespace string
@@ -88,7 +112,8 @@ type claimInformer struct {
 // events for the remote volume controller.
 func NewRemoteClaimWatcher(c client.Client, providers WatchingProviders, clusterID ferryv1alpha1.ClusterID) *RemoteClaimWatcher {
 	return &RemoteClaimWatcher{Client: c, Providers: providers, ClusterID: clusterID,
-		wake: make(chan event.GenericEvent, 1024), watching: map[twinKey]*claimInformer{}}
+		wake: make(chan event.GenericEvent, 1024), watching: map[twinKey]*claimInformer{},
+		scopes: map[ferryv1alpha1.ClusterID]providerScope{}}
 }
 
 // Wake carries a remote volume (by name) whose provider claim changed.
@@ -149,15 +174,23 @@ func (w *RemoteClaimWatcher) sync(ctx context.Context) error {
 		}
 		clients[key.Cluster] = c
 	}
+	informers := map[twinKey]bool{}
+	for key := range want {
+		if c := clients[key.Cluster]; c != nil && w.scopeOf(ctx, key.Cluster, c) == remotescope.Cluster {
+			informers[twinKey{Cluster: key.Cluster}] = true
+		} else {
+			informers[key] = true
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for key, inf := range w.watching {
-		if !want[key] || clients[key.Cluster] != inf.client {
+		if !informers[key] || clients[key.Cluster] != inf.client {
 			inf.stop()
 			delete(w.watching, key)
 		}
 	}
-	for key := range want {
+	for key := range informers {
 		if c := clients[key.Cluster]; c != nil && w.watching[key] == nil {
 			w.watching[key] = w.startInformer(ctx, key, c)
 		}
@@ -165,8 +198,36 @@ func (w *RemoteClaimWatcher) sync(ctx context.Context) error {
 	return nil
 }
 
+// scopeOf is how provider id's claims are watched: asked of the provider
+// with c when c is new or the last answer is older than ScopeRecheck.
+// When the provider cannot be asked, per twin namespace (what the
+// consumer's own credential allows).
+func (w *RemoteClaimWatcher) scopeOf(ctx context.Context, id ferryv1alpha1.ClusterID, c client.WithWatch) remotescope.Scope {
+	recheck := w.ScopeRecheck
+	if recheck == 0 {
+		recheck = 5 * time.Minute
+	}
+	if s, ok := w.scopes[id]; ok && s.client == c && time.Since(s.decided) < recheck {
+		return s.scope
+	}
+	scope, err := remotescope.ResolveWith(ctx, func(ctx context.Context, r *authorizationv1.SelfSubjectAccessReview) (*authorizationv1.SelfSubjectAccessReview, error) {
+		err := c.Create(ctx, r)
+		return r, err
+	}, remotescope.Auto, claimsResource)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "watch provider claims per twin namespace", "cluster", id)
+		scope = remotescope.Namespace
+	}
+	if old, ok := w.scopes[id]; !ok || old.scope != scope {
+		log.FromContext(ctx).Info("watching provider claims", "cluster", id, "scope", scope)
+	}
+	w.scopes[id] = providerScope{client: c, scope: scope, decided: time.Now()}
+	return scope
+}
+
 // startInformer watches the claims made for this cluster in one twin
-// namespace, waking their volumes on every change.
+// namespace (every namespace when key.Namespace is empty), waking their
+// volumes on every change.
 func (w *RemoteClaimWatcher) startInformer(ctx context.Context, key twinKey, c client.WithWatch) *claimInformer {
 	ctx, stop := context.WithCancel(ctx)
 	selector := labels.SelectorFromSet(labels.Set{
@@ -238,9 +299,7 @@ func (w *RemoteClaimWatcher) Get(ref remoteRef) (*corev1.PersistentVolumeClaim, 
 	if w == nil {
 		return nil, false
 	}
-	w.mu.Lock()
-	inf := w.watching[twinKey{Cluster: ref.Cluster, Namespace: ref.Namespace}]
-	w.mu.Unlock()
+	inf := w.informerOf(ref)
 	if inf == nil || !inf.synced() {
 		return nil, false
 	}
@@ -258,10 +317,19 @@ func (w *RemoteClaimWatcher) Watching(ref remoteRef) bool {
 	if w == nil {
 		return false
 	}
-	w.mu.Lock()
-	inf := w.watching[twinKey{Cluster: ref.Cluster, Namespace: ref.Namespace}]
-	w.mu.Unlock()
+	inf := w.informerOf(ref)
 	return inf != nil && inf.synced()
+}
+
+// informerOf is the informer holding ref's twin namespace: its own, or its
+// provider's cluster-wide one.
+func (w *RemoteClaimWatcher) informerOf(ref remoteRef) *claimInformer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if inf := w.watching[twinKey{Cluster: ref.Cluster, Namespace: ref.Namespace}]; inf != nil {
+		return inf
+	}
+	return w.watching[twinKey{Cluster: ref.Cluster}]
 }
 
 func (w *RemoteClaimWatcher) stopAll() {

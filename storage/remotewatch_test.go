@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
@@ -278,4 +280,85 @@ func TestProviderHeldClaimIsLabelledOnceBoundNotWhileProvisioned(t *testing.T) {
 
 func provisionOptions(pvc *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, node, pvName string) controller.ProvisionOptions {
 	return controller.ProvisionOptions{PVC: pvc, StorageClass: class, SelectedNodeName: node, PVName: pvName}
+}
+
+// A provider that lets the consumer list and watch claims cluster-wide is
+// watched with one informer, whatever the number of twin namespaces; one
+// that does not, with one per twin namespace. Either way every twin
+// namespace's claims are read from the watch.
+func TestProviderClaimsWatchedOnceWhenTheProviderAllowsClusterWide(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := ferryv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		allowed   bool
+		informers int
+	}{
+		{name: "allowed cluster-wide", allowed: true, informers: 1},
+		{name: "twin namespaces only", allowed: false, informers: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var objs []runtime.Object
+			var remotes []runtime.Object
+			var refs []remoteRef
+			for _, ns := range []string{"shop", "blog", "crm"} {
+				objs = append(objs, &ferryv1alpha1.NamespaceOffloading{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName},
+					Status: ferryv1alpha1.NamespaceOffloadingStatus{Clusters: []ferryv1alpha1.ClusterOffloadingStatus{{ClusterID: "eu", TwinNamespace: ns + "-home"}}}})
+				user := claim("1Gi")
+				user.Namespace = ns
+				remotes = append(remotes, &corev1.PersistentVolumeClaim{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns + "-home", Name: user.Name, Labels: originLabels("home", user)},
+					Spec:       claimSpecFor(user, "standard"),
+				})
+				refs = append(refs, remoteRef{Cluster: "eu", Namespace: ns + "-home", Name: user.Name})
+			}
+			consumer := fake.NewClientBuilder().WithScheme(s).WithRuntimeObjects(objs...).
+				WithIndex(&corev1.PersistentVolume{}, indexRemoteClaim, remoteClaimIndex).Build()
+			reviews := 0
+			provider := fake.NewClientBuilder().WithScheme(s).WithRuntimeObjects(remotes...).WithInterceptorFuncs(interceptor.Funcs{
+				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					if r, ok := obj.(*authorizationv1.SelfSubjectAccessReview); ok {
+						reviews++
+						attrs := r.Spec.ResourceAttributes
+						r.Status.Allowed = tc.allowed && attrs.Resource == "persistentvolumeclaims" && attrs.Namespace == ""
+						return nil
+					}
+					return c.Create(ctx, obj, opts...)
+				},
+			}).Build()
+			w := NewRemoteClaimWatcher(consumer, watchingProvider{"eu", &noWatchList{provider}}, "home") // a pointer: the watcher compares clients
+			w.Resync = 20 * time.Millisecond
+			go func() { _ = w.Start(ctx) }()
+			deadline := time.After(10 * time.Second)
+			for _, ref := range refs {
+				for {
+					if got, ok := w.Get(ref); ok && got.Name == ref.Name {
+						break
+					}
+					select {
+					case <-deadline:
+						t.Fatalf("claim %s is not read from a watch after 10s", ref)
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			}
+			time.Sleep(100 * time.Millisecond) // a few more syncs: the scope is not asked again
+			w.mu.Lock()
+			informers := len(w.watching)
+			w.mu.Unlock()
+			if informers != tc.informers {
+				t.Errorf("%d informers for 3 twin namespaces, want %d", informers, tc.informers)
+			}
+			if reviews == 0 || reviews > 2 {
+				t.Errorf("the provider was asked %d access reviews, want 1 or 2 (list, watch) once, not at every sync", reviews)
+			}
+		})
+	}
 }

@@ -18,11 +18,11 @@ import (
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
 	"github.com/ferry-io/ferry/kubeconfig"
+	"github.com/ferry-io/ferry/remotescope"
 	"github.com/ferry-io/ferry/version"
 	"github.com/ferry-io/ferry/virtualkubelet/node"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 	"github.com/ferry-io/ferry/virtualkubelet/reflection"
-	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
 
 func main() {

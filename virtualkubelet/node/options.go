@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ferry-io/ferry/remotescope"
 	"github.com/ferry-io/ferry/virtualkubelet/reflection"
-	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
 
 // Defaults of Options' zero fields.

@@ -30,12 +30,12 @@ import (
 	"k8s.io/klog/v2"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/remotescope"
 	"github.com/ferry-io/ferry/version"
 	"github.com/ferry-io/ferry/virtualkubelet/kubeletapi"
 	"github.com/ferry-io/ferry/virtualkubelet/network"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
 	"github.com/ferry-io/ferry/virtualkubelet/reflection"
-	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 	"github.com/ferry-io/ferry/virtualkubelet/servingcert"
 )
 

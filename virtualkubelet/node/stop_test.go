@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
-	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
+	"github.com/ferry-io/ferry/remotescope"
 )
 
 // TestRunStopsWhenCancelled cancels a virtual kubelet at points all along

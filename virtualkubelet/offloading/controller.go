@@ -26,7 +26,7 @@ import (
 
 	"github.com/ferry-io/ferry/api/placement"
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
-	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
+	"github.com/ferry-io/ferry/remotescope"
 )
 
 // Defaults of Config's zero fields.

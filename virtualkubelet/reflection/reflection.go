@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/remotescope"
 	"github.com/ferry-io/ferry/virtualkubelet/offloading"
-	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
 
 // Config says what to reflect where.

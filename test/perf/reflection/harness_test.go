@@ -28,9 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ferryv1alpha1 "github.com/ferry-io/ferry/api/v1alpha1"
+	"github.com/ferry-io/ferry/remotescope"
 	"github.com/ferry-io/ferry/test/testbed"
 	vkreflection "github.com/ferry-io/ferry/virtualkubelet/reflection"
-	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
 
 const (

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/ferry-io/ferry/remotescope"
 	"github.com/ferry-io/ferry/test/perf/stats"
-	"github.com/ferry-io/ferry/virtualkubelet/remotescope"
 )
 
 // params size one benchmark run.

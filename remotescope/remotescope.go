@@ -1,7 +1,8 @@
-// Package remotescope decides how a virtual kubelet watches its provider:
-// one watch per kind for the whole provider, or one per kind and twin
-// namespace. The pod offloading and the reflection share the decision, so a
-// virtual kubelet asks the provider once.
+// Package remotescope decides how a consumer watches a provider: one watch
+// per kind for the whole provider, or one per kind and twin namespace. The
+// virtual kubelet's pod offloading and reflection share the decision (a
+// virtual kubelet asks the provider once), and the storage fabric's watch of
+// provider claims makes the same one.
 package remotescope
 
 import (
@@ -46,20 +47,31 @@ func (s Scope) Validate(flag string) error {
 // (or empty), then Cluster when the provider lets the consumer list and
 // watch every one of resources cluster-wide, Namespace otherwise.
 func Resolve(ctx context.Context, provider kubernetes.Interface, s Scope, resources []schema.GroupResource) (Scope, error) {
+	return ResolveWith(ctx, func(ctx context.Context, r *authorizationv1.SelfSubjectAccessReview) (*authorizationv1.SelfSubjectAccessReview, error) {
+		return provider.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
+	}, s, resources)
+}
+
+// Review asks the provider a SelfSubjectAccessReview and returns it answered.
+type Review func(context.Context, *authorizationv1.SelfSubjectAccessReview) (*authorizationv1.SelfSubjectAccessReview, error)
+
+// ResolveWith is Resolve asking the provider through review (for callers
+// holding a controller-runtime client rather than a clientset).
+func ResolveWith(ctx context.Context, review Review, s Scope, resources []schema.GroupResource) (Scope, error) {
 	if s != Auto && s != "" {
 		return s, nil
 	}
 	for _, gr := range resources {
 		for _, verb := range []string{"list", "watch"} {
-			review, err := provider.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			answer, err := review(ctx, &authorizationv1.SelfSubjectAccessReview{
 				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 					Verb: verb, Group: gr.Group, Resource: gr.Resource,
 				}},
-			}, metav1.CreateOptions{})
+			})
 			if err != nil {
 				return "", fmt.Errorf("ask the provider whether the consumer may %s %s cluster-wide: %w", verb, gr, err)
 			}
-			if !review.Status.Allowed {
+			if !answer.Status.Allowed {
 				return Namespace, nil
 			}
 		}
