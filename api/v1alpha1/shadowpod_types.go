@@ -5,10 +5,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// AnnotationPodLost is set on a ShadowPod by the consumer's virtual kubelet
+// when the real pod it had reported is gone while the ShadowPod stays: the
+// provider's controller then counts the next pod as a recreation even if it
+// did not see this one go (it was not running). Its value is "true".
+const AnnotationPodLost = "ferry.io/pod-lost"
+
 // ShadowPod condition types.
 const (
-	// ShadowPodCreated: the real pod exists. False with the provider's reason
-	// when it could not be created.
+	// ShadowPodCreated: the real pod exists. Absent while the first pod
+	// runs untroubled (its creation costs no status write); False with the
+	// provider's reason when it could not be created (or was stopped);
+	// True once a pod exists after that, or was recreated.
 	ShadowPodCreated = "PodCreated"
 	// ShadowPodResizeRefused: the provider refused to resize the real pod
 	// in place to the template's container resources (True, with its
@@ -56,13 +64,16 @@ type ShadowPodStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// PodName is the real pod's name.
+	// PodName is the real pod's name, once the status is written while or
+	// after a pod existed (a recreation, an end, a refusal after a pod): the
+	// durable record that there was a pod. Empty while the first pod runs
+	// untroubled; the real pod, of the ShadowPod's name, is the record then.
 	// +optional
 	PodName string `json:"podName,omitempty"`
 
 	// Phase is the real pod's phase once it ended, Succeeded or Failed, and
 	// empty while it waits or runs: the provider writes a ShadowPod's status
-	// only on what its readers act on (created, ended, recreated), never on
+	// only on what its readers act on (ended, recreated, refused), never on
 	// the way to Running. The real pod has the live phase.
 	// +optional
 	Phase corev1.PodPhase `json:"phase,omitempty"`
@@ -86,7 +97,7 @@ type ShadowPodStatus struct {
 // +kubebuilder:resource:shortName=spod,categories=ferry
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerClusterID`
 // +kubebuilder:printcolumn:name="Ended",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.podName`
+// +kubebuilder:printcolumn:name="Recreations",type=integer,JSONPath=`.status.recreations`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ShadowPod struct {
 	metav1.TypeMeta   `json:",inline"`

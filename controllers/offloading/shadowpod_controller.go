@@ -61,6 +61,10 @@ type ShadowPodReconciler struct {
 	// Fences tells which consumers are fenced (their Lease expired): their
 	// pods are deleted and none is created. Nil fences none.
 	Fences Fences
+
+	// pods records which ShadowPods have had a pod (SetupWithManager
+	// makes it; nil knows of none).
+	pods *podRecord
 }
 
 // Fences is, on a provider, the set of fenced consumers.
@@ -146,14 +150,27 @@ func (r *ShadowPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	return r.setStatus(ctx, &sp, func(st *ferryv1alpha1.ShadowPodStatus) {
-		st.PodName, st.Phase = pod.Name, endedPhase(pod.Status.Phase)
-		setCreated(st, sp.Generation, metav1.ConditionTrue, ReasonPodCreated, fmt.Sprintf("pod %s exists", pod.Name))
+		before := st.DeepCopy()
+		st.Phase = endedPhase(pod.Status.Phase)
 		if refusal == nil {
 			meta.RemoveStatusCondition(&st.Conditions, ferryv1alpha1.ShadowPodResizeRefused)
 		} else {
 			meta.SetStatusCondition(&st.Conditions, *refusal)
 		}
+		if meta.FindStatusCondition(st.Conditions, ferryv1alpha1.ShadowPodCreated) != nil || !equality.Semantic.DeepEqual(st, before) {
+			// Written anyway (or saying otherwise): record the pod too.
+			st.PodName = pod.Name
+			setCreated(st, sp.Generation, metav1.ConditionTrue, ReasonPodCreated, fmt.Sprintf("pod %s exists", pod.Name))
+		}
 	})
+}
+
+// hadPod tells whether sp has had a real pod: its status says so (a status
+// written since its first pod, or by an earlier ferry that wrote one at
+// each creation), the consumer's virtual kubelet saw the pod go
+// (AnnotationPodLost), or this process's cache saw the pod.
+func (r *ShadowPodReconciler) hadPod(sp *ferryv1alpha1.ShadowPod) bool {
+	return sp.Status.PodName != "" || sp.Annotations[ferryv1alpha1.AnnotationPodLost] != "" || (r.pods != nil && r.pods.had(sp.UID))
 }
 
 // deletedMeanwhile reads sp past the cache and tells whether it is gone or
@@ -186,7 +203,11 @@ func (r *ShadowPodReconciler) fence(ctx context.Context, sp *ferryv1alpha1.Shado
 		log.FromContext(ctx).Info("Stopped the pod of a fenced consumer", "pod", klogRef(pod))
 		r.event(sp, corev1.EventTypeWarning, ReasonFenced, "Fence", "stopped pod "+pod.Name+": its consumer's Lease expired")
 	}
+	had := pod != nil || r.hadPod(sp)
 	return r.setStatus(ctx, sp, func(st *ferryv1alpha1.ShadowPodStatus) {
+		if had {
+			st.PodName = sp.Name // the record of the pod that was
+		}
 		setCreated(st, sp.Generation, metav1.ConditionFalse, ReasonFenced,
 			"the consumer's Lease expired: its pod is stopped and not created again until the consumer renews it")
 	})
@@ -242,7 +263,7 @@ func (r *ShadowPodReconciler) createPod(ctx context.Context, sp *ferryv1alpha1.S
 				fmt.Sprintf("the pod ended %s with restartPolicy %s and is not created again", sp.Status.Phase, restartPolicy(sp)))
 		})
 	}
-	recreation := sp.Status.PodName != ""
+	recreation := r.hadPod(sp)
 	pod, err := PodFor(sp, r.Scheme())
 	if err != nil {
 		return ctrl.Result{}, err
@@ -257,11 +278,17 @@ func (r *ShadowPodReconciler) createPod(ctx context.Context, sp *ferryv1alpha1.S
 		}
 		if _, serr := r.setStatus(ctx, sp, func(st *ferryv1alpha1.ShadowPodStatus) {
 			setCreated(st, sp.Generation, metav1.ConditionFalse, reason, err.Error())
+			if recreation {
+				st.PodName = pod.Name // the record of the pod that was
+			}
 		}); serr != nil {
 			return ctrl.Result{}, serr
 		}
 		r.event(sp, corev1.EventTypeWarning, "CreateFailed", "Create", err.Error())
 		return ctrl.Result{}, fmt.Errorf("create pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if r.pods != nil {
+		r.pods.mark(sp.UID)
 	}
 	logger := log.FromContext(ctx)
 	if recreation {
@@ -275,6 +302,13 @@ func (r *ShadowPodReconciler) createPod(ctx context.Context, sp *ferryv1alpha1.S
 		setCreated(st, sp.Generation, metav1.ConditionTrue, ReasonPodCreated, fmt.Sprintf("pod %s exists", pod.Name))
 	}
 	if !recreation {
+		if meta.FindStatusCondition(sp.Status.Conditions, ferryv1alpha1.ShadowPodCreated) == nil {
+			// A first pod costs no status write: the pod itself, then
+			// the pod record, tell a later creation it is a recreation.
+			return ctrl.Result{}, nil
+		}
+		// The status says why there was no pod (a refusal, a conflict, a
+		// fence): that is over.
 		return r.setStatus(ctx, sp, created)
 	}
 	return ctrl.Result{}, r.countRecreation(ctx, sp, created)
@@ -359,6 +393,9 @@ func (r *ShadowPodReconciler) release(ctx context.Context, sp *ferryv1alpha1.Sha
 	if err := r.Update(ctx, sp); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("release ShadowPod %s/%s: %w", sp.Namespace, sp.Name, err)
 	}
+	if r.pods != nil {
+		r.pods.forget(sp)
+	}
 	return nil
 }
 
@@ -422,15 +459,16 @@ func endedPhase(phase corev1.PodPhase) corev1.PodPhase {
 // and its status-only change does not wake the controller by itself.
 const conflictRetry = 200 * time.Millisecond
 
-// setStatus applies change to sp's status and writes it when it changed:
-// at rest, a ShadowPod costs no write.
+// setStatus applies change to sp's status and writes it when it changed
+// (with the generation it was computed for, which alone is no change): at
+// rest, and on a pod's way to Running, a ShadowPod costs no write.
 func (r *ShadowPodReconciler) setStatus(ctx context.Context, sp *ferryv1alpha1.ShadowPod, change func(*ferryv1alpha1.ShadowPodStatus)) (ctrl.Result, error) {
 	st := sp.Status.DeepCopy()
-	st.ObservedGeneration = sp.Generation
 	change(st)
 	if equality.Semantic.DeepEqual(st, &sp.Status) {
 		return ctrl.Result{}, nil
 	}
+	st.ObservedGeneration = sp.Generation
 	sp.Status = *st
 	if err := r.Status().Update(ctx, sp); err != nil {
 		switch {
@@ -461,6 +499,10 @@ func (r *ShadowPodReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	workers := r.Workers
 	if workers <= 0 {
 		workers = DefaultShadowPodWorkers
+	}
+	r.pods = newPodRecord()
+	if err := r.pods.watch(context.Background(), mgr.GetCache()); err != nil {
+		return fmt.Errorf("shadowpod controller: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.Fences != nil {

@@ -469,6 +469,9 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 			c.recorder.Event(pod, corev1.EventTypeWarning, ReasonShadowPodRejected, msg)
 		}
 	}
+	if remote == nil && lostRemotePod(pod, shadow) {
+		return 0, c.recordLostPod(ctx, pod, shadow)
+	}
 	return 0, nil
 }
 
