@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -25,7 +26,18 @@ import (
 	"github.com/ferry-io/ferry/virtualkubelet/reflection"
 )
 
+// gcPercent is the garbage collector's target unless GOGC is set: the heap
+// may grow half its live size between collections instead of the whole. The
+// live heap is mostly informer caches of the node's pods; with the default
+// 100, the 1000-pod burst (make bench-offload) peaked at 49 MiB anonymous,
+// with 50 at 40 MiB, for about 1 ms more of its CPU per offloaded pod
+// (5.5 against 4.7 ms, on a loaded machine).
+const gcPercent = 50
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	var (
 		opts       node.Options
 		kubeconfig string

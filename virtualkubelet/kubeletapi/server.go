@@ -14,12 +14,6 @@ import (
 	vkapi "github.com/virtual-kubelet/virtual-kubelet/node/api"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/apis/apiserver"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -68,9 +62,9 @@ type Server struct {
 	resolver  *resolver
 	cpu       cpuCounters
 
-	clientCA *dynamiccertificates.ConfigMapCAController
-	authn    authenticator.Request
-	authz    authorizer.Authorizer
+	clientCA *clientCA
+	authn    *authenticator
+	authz    *authorizer
 }
 
 // authWebhookBackoff retries TokenReviews and SubjectAccessReviews as an
@@ -109,31 +103,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubelet API: metrics client of provider %s: %w", cfg.ProviderClusterID, err)
 	}
-	clientCA, err := dynamiccertificates.NewDynamicCAFromConfigMapController("client-ca", "kube-system",
-		"extension-apiserver-authentication", "client-ca-file", local)
-	if err != nil {
-		return nil, fmt.Errorf("kubelet API: client CA: %w", err)
-	}
-	authn, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous:                          &apiserver.AnonymousAuthConfig{Enabled: false},
-		TokenAccessReviewClient:            local.AuthenticationV1(),
-		TokenAccessReviewTimeout:           10 * time.Second,
-		WebhookRetryBackoff:                &authWebhookBackoff,
-		CacheTTL:                           2 * time.Minute,
-		ClientCertificateCAContentProvider: clientCA,
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("kubelet API: authentication: %w", err)
-	}
-	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: local.AuthorizationV1(),
-		AllowCacheTTL:             5 * time.Minute,
-		DenyCacheTTL:              30 * time.Second,
-		WebhookRetryBackoff:       &authWebhookBackoff,
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("kubelet API: authorization: %w", err)
-	}
+	clientCA, authn, authz := newAuth(local, authWebhookBackoff)
 	return &Server{
 		cfg: cfg, started: time.Now(), local: local, remote: remote, remoteCfg: remoteCfg, metrics: metrics,
 		resolver: &resolver{nodeName: cfg.NodeName, provider: cfg.ProviderClusterID, local: local, localCRs: localCRs, remote: remote},
@@ -174,7 +144,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Go(func() { s.clientCA.Run(ctx, 1) })
+	wg.Go(func() { s.clientCA.Run(ctx) })
 
 	srv := &http.Server{
 		Handler:           s.Handler(),
@@ -216,8 +186,8 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		resp, ok, err := s.authn.AuthenticateRequest(r)
-		if err != nil || !ok {
+		u, err := s.authn.authenticate(r)
+		if u == nil {
 			msg := "Unauthorized"
 			if err != nil {
 				msg = "Unauthorized: " + err.Error()
@@ -226,10 +196,9 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			return
 		}
 		attrs := requestAttributes(r, s.cfg.NodeName)
-		attrs.User = resp.User
-		decision, reason, err := s.authz.Authorize(r.Context(), attrs)
-		if decision != authorizer.DecisionAllow {
-			msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", resp.User.GetName(), attrs.Verb, attrs.Subresource)
+		allowed, reason, err := s.authz.authorize(r.Context(), u, attrs)
+		if !allowed || err != nil {
+			msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", u.Name, attrs.Verb, attrs.Subresource)
 			if reason != "" {
 				msg += ": " + reason
 			}
@@ -246,7 +215,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 // requestAttributes maps a kubelet API request onto the node subresource
 // the kubelet checks for it: stats, metrics, log, or proxy for the rest
 // (containerLogs, exec, attach, portForward, pods).
-func requestAttributes(r *http.Request, nodeName string) authorizer.AttributesRecord {
+func requestAttributes(r *http.Request, nodeName string) attributes {
 	verb := "get"
 	switch r.Method {
 	case http.MethodPost:
@@ -267,6 +236,6 @@ func requestAttributes(r *http.Request, nodeName string) authorizer.AttributesRe
 	case p == "/logs" || strings.HasPrefix(p, "/logs/"):
 		sub = "log"
 	}
-	return authorizer.AttributesRecord{Verb: verb, APIVersion: "v1", Resource: "nodes", Subresource: sub,
+	return attributes{Verb: verb, APIVersion: "v1", Resource: "nodes", Subresource: sub,
 		Name: nodeName, ResourceRequest: true, Path: r.URL.Path}
 }

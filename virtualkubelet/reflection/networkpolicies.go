@@ -11,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -163,4 +165,32 @@ func namespaceChangesPolicies(oldObj, newObj any) bool {
 	o, ok1 := oldObj.(*corev1.Namespace)
 	n, ok2 := newObj.(*corev1.Namespace)
 	return !ok1 || !ok2 || !maps.Equal(o.Labels, n.Labels)
+}
+
+// policyPeerPods is the informer of every pod of the cluster, which a
+// NetworkPolicy's copy may have to name as a peer. It keeps of each pod only
+// what makes it a peer and where (trimPolicyPeer): this informer holds the
+// whole cluster's pods, and their specs are most of their size.
+func policyPeerPods(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+	inf := f.Core().V1().Pods().Informer()
+	_ = inf.SetTransform(trimPolicyPeer)
+	return inf
+}
+
+// trimPolicyPeer is the transform of policyPeerPods: a pod's namespace,
+// name, labels, node, host networking, phase and addresses (what
+// policyPeerPod, podChangesPolicies and the translator read), and the
+// metadata the informer itself needs.
+func trimPolicyPeer(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID,
+			ResourceVersion: p.ResourceVersion, Labels: p.Labels, DeletionTimestamp: p.DeletionTimestamp},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIPs: p.Status.PodIPs},
+	}, nil
 }

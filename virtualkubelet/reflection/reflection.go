@@ -185,8 +185,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case Ingresses:
 			newReflector(kind, ingressTranslator{}, localFactory.Networking().V1().Ingresses().Informer())
 		case NetworkPolicies:
-			pods, nsInf := localFactory.Core().V1().Pods().Informer(), localFactory.Core().V1().Namespaces().Informer()
-			_ = pods.SetTransform(offloading.DropManagedFields)
+			pods, nsInf := policyPeerPods(localFactory), localFactory.Core().V1().Namespaces().Informer()
 			t := &networkPolicyTranslator{
 				pods: pods.GetIndexer(), namespaces: nsInf.GetIndexer(), ns: ns,
 				podCIDR: cfg.LocalPodCIDR, recorder: recorder, reported: map[types.UID]string{},
