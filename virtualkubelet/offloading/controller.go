@@ -446,7 +446,7 @@ func (c *controller) sync(ctx context.Context, key types.NamespacedName) (time.D
 		}
 		if st.Phase != corev1.PodPending {
 			c.pending.forget(key)
-		} else if wait := c.pending.wait(key, pod.UID); wait > 0 && !equality.Semantic.DeepEqual(pod.Status, st) {
+		} else if wait := c.pending.wait(key, pod.UID, pendingQuietFor(remote)); wait > 0 && !equality.Semantic.DeepEqual(pod.Status, st) {
 			return wait, nil
 		}
 		before := offloadedCondition(pod)
