@@ -53,8 +53,10 @@ SCALE_PODS ?= 10000
 SCALE_NAMESPACES ?= 100
 SCALE_PROVIDERS ?= 1
 SCALE_STEADY ?= 10m
-# bench-offload-curve: the scale runs' sizes (PROVIDERSxPODS[/NAMESPACES]), and where the fits are evaluated.
-SCALE_CURVE ?= 1x1000,1x3000,1x10000,3x3000,10x10000
+# bench-offload-curve: the scale runs' sizes (PROVIDERSxPODS[/NAMESPACES]: pods, providers and namespaces each
+# vary apart from the others), each run's window at rest, and where the fits are evaluated.
+SCALE_CURVE ?= 1x1000/10,1x3000/30,1x3000/100,1x10000/100,3x3000/30,10x10000/100
+CURVE_STEADY ?= 2m
 SCALE_PREDICT ?= 100x100000/1000
 # bench-storage: StatefulSet pods with a claim each, offloaded vs. direct, and pods per set.
 STORAGE_PODS ?= 200
@@ -187,11 +189,11 @@ bench-offload-scale: testbed ## SCALE_PODS=10000 pods over SCALE_NAMESPACES=100 
 	$(GO) run ./test/cmd/bench-offload -scale -pods $(SCALE_PODS) -namespaces $(SCALE_NAMESPACES) -providers $(SCALE_PROVIDERS) -concurrency $(CONCURRENCY) -steady $(SCALE_STEADY) -timeout 3h
 
 .PHONY: bench-offload-curve
-bench-offload-curve: testbed ## bench-offload-scale at each size of SCALE_CURVE (PROVIDERSxPODS[/NAMESPACES], default 1x1000,1x3000,1x10000,3x3000,10x10000 over SCALE_NAMESPACES) with SCALE_STEADY, then a least-squares fit of each figure per pod, provider and namespace, evaluated at SCALE_PREDICT=100x100000/1000 (hours on 2 cores; FIT=out1.log,out2.log fits earlier runs' outputs instead, with no run).
+bench-offload-curve: testbed ## bench-offload-scale at each size of SCALE_CURVE (PROVIDERSxPODS[/NAMESPACES], default 1x1000/10,1x3000/30,1x3000/100,1x10000/100,3x3000/30,10x10000/100), each with CURVE_STEADY=2m at rest, then a least-squares fit of each figure per pod, provider and namespace, evaluated at SCALE_PREDICT=100x100000/1000 (hours on 2 cores; FIT=out1.log,out2.log fits earlier runs' outputs instead, with no run).
 ifneq ($(FIT),)
 	$(GO) run ./test/cmd/bench-offload -fit $(FIT) -predict $(SCALE_PREDICT)
 else
-	$(GO) run ./test/cmd/bench-offload -curve $(SCALE_CURVE) -namespaces $(SCALE_NAMESPACES) -concurrency $(CONCURRENCY) -steady $(SCALE_STEADY) -predict $(SCALE_PREDICT) -timeout 12h
+	$(GO) run ./test/cmd/bench-offload -curve $(SCALE_CURVE) -namespaces $(SCALE_NAMESPACES) -concurrency $(CONCURRENCY) -steady $(CURVE_STEADY) -predict $(SCALE_PREDICT) -timeout 12h
 endif
 
 .PHONY: bench-storage

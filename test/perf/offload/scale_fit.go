@@ -177,7 +177,7 @@ func (f scaleFit) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s = %.4g", f.Figure, f.Intercept)
 	for _, x := range f.Kept {
-		fmt.Fprintf(&b, " %+.4g per %s", f.Slopes[x], strings.TrimSuffix(x, "s"))
+		fmt.Fprintf(&b, " %+.4g per %s", f.Slopes[x], dimensionUnit(x))
 	}
 	fmt.Fprintf(&b, " (%d points, r²=%.3f", f.Points, f.R2)
 	if len(f.LeftOut) > 0 {
@@ -189,6 +189,14 @@ func (f scaleFit) String() string {
 	}
 	b.WriteString(")")
 	return b.String()
+}
+
+// dimensionUnit names one unit of a dimension: "pod", "pod of its provider".
+func dimensionUnit(x string) string {
+	if x == "pods_per_provider" {
+		return "pod of its provider"
+	}
+	return strings.TrimSuffix(x, "s")
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {

@@ -111,3 +111,23 @@ func TestParseScaleSize(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintScaleFits(t *testing.T) {
+	var points []scalePoint
+	for _, s := range [][3]int{{1, 1000, 10}, {1, 3000, 30}, {1, 3000, 100}, {3, 3000, 30}} {
+		p := newScalePoint(s[0], s[1], s[2])
+		p["vk_rss_mib"] = 20 + 0.04*p["pods_per_provider"]
+		points = append(points, p)
+	}
+	var out strings.Builder
+	printScaleFits(&out, points, newScalePoint(100, 100000, 1000))
+	got := out.String()
+	want := "fit vk_rss_mib = 20 +0.04 per pod of its provider"
+	if !strings.Contains(got, want) || !strings.Contains(got, "at 100 providers × 100000 pods over 1000 namespaces: 60") {
+		t.Errorf("output:\n%s\nwant a line with %q and the value 60 at 100×100000/1000", got, want)
+	}
+	t.Log(got)
+	if strings.Contains(got, "time_ratio") {
+		t.Errorf("a figure no point has was fitted:\n%s", got)
+	}
+}
