@@ -29,6 +29,7 @@ func main() {
 	flag.StringVar((*string)(&opts.PlacementPreference), "placement-preference", "", "offload the namespace LocalAndRemote with this placement preference (LocalFirst, RemoteFirst); the pods still select the virtual node, and carry the preference's pod-deletion-cost")
 	namespaces := flag.Int("namespaces", 1, "with more than 1 (or -providers above 1): the scale run instead of the shapes, -pods pods over this many offloaded namespaces (make bench-offload-scale)")
 	providers := flag.Int("providers", 1, "with more than 1 (or -namespaces above 1): the scale run, with this many providers peered")
+	restarts := flag.Bool("restarts", false, "the scale run's restarts instead of its figures: with -pods pods Running, SIGKILL a virtual kubelet, then the consumer's and the first provider's controller managers, then stop the first provider's API server for 20s; a RESULT restart line each (convergence, Lease wait, LIST/WATCH requests, pods recreated or lost)")
 	clusterRead := flag.Bool("cluster-read", true, "in the scale run, providers bind ferry-reflection-reader to the consumer, so that its virtual kubelets watch them cluster-wide")
 	timeout := flag.Duration("timeout", 30*time.Minute, "bound of the whole run")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (ferry's controller managers run in it) to this file")
@@ -61,9 +62,9 @@ func main() {
 	root, err := os.Getwd()
 	switch {
 	case err != nil:
-	case *namespaces > 1 || *providers > 1:
+	case *namespaces > 1 || *providers > 1 || *restarts:
 		err = offload.RunScale(ctx, offload.ScaleOptions{Pods: *pods, Namespaces: *namespaces, Providers: *providers,
-			Concurrency: *concurrency, ClusterRead: *clusterRead, RepoRoot: root, Out: os.Stdout})
+			Concurrency: *concurrency, ClusterRead: *clusterRead, Restarts: *restarts, RepoRoot: root, Out: os.Stdout})
 	default:
 		opts.RepoRoot = root
 		err = offload.Run(ctx, opts)

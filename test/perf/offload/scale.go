@@ -40,6 +40,8 @@ type ScaleOptions struct {
 	// to the consumer, as a provider that trusts it would: the virtual
 	// kubelets (remote scope auto) then watch the provider cluster-wide.
 	ClusterRead bool
+	// Restarts runs the restarts (runRestartScale) instead of the figures.
+	Restarts bool
 	// RepoRoot is ferry's source tree.
 	RepoRoot string
 	// Out receives the progress lines and the RESULT line.
@@ -76,6 +78,9 @@ func scaleProviderID(i int) ferryv1alpha1.ClusterID {
 func RunScale(ctx context.Context, opts ScaleOptions) (err error) {
 	if err := opts.validate(); err != nil {
 		return err
+	}
+	if opts.Restarts {
+		return runRestartScale(ctx, opts)
 	}
 	say := progress(opts.Out)
 	perProvider := (opts.Pods + opts.Providers - 1) / opts.Providers
