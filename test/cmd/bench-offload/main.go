@@ -30,6 +30,7 @@ func main() {
 	flag.StringVar((*string)(&opts.PlacementPreference), "placement-preference", "", "offload the namespace LocalAndRemote with this placement preference (LocalFirst, RemoteFirst); the pods still select the virtual node, and carry the preference's pod-deletion-cost")
 	namespaces := flag.Int("namespaces", 1, "with more than 1 (or -providers above 1): the scale run instead of the shapes, -pods pods over this many offloaded namespaces (make bench-offload-scale)")
 	providers := flag.Int("providers", 1, "with more than 1 (or -namespaces above 1): the scale run, with this many providers peered")
+	restarts := flag.Bool("restarts", false, "the scale run's restarts instead of its figures: with -pods pods Running, SIGKILL a virtual kubelet, then the consumer's and the first provider's controller managers, then stop the first provider's API server for 20s; a RESULT restart line each (convergence, Lease wait, LIST/WATCH requests, pods recreated or lost)")
 	clusterRead := flag.Bool("cluster-read", true, "in the scale run, providers bind ferry-reflection-reader to the consumer, so that its virtual kubelets watch them cluster-wide")
 	scale := flag.Bool("scale", false, "the scale run (make bench-offload-scale) even with one provider and one namespace")
 	direct := flag.Bool("direct", true, "in the scale run, first the same pods directly in the providers: the baseline of time_ratio")
@@ -73,9 +74,9 @@ func main() {
 	case *curve != "":
 		err = offload.RunCurve(ctx, offload.CurveOptions{Sizes: strings.Split(*curve, ","), Predict: *predict, Scale: offload.ScaleOptions{
 			Namespaces: *namespaces, Concurrency: *concurrency, ClusterRead: *clusterRead, Direct: *direct, Steady: *steady, RepoRoot: root, Out: os.Stdout}})
-	case *scale || *namespaces > 1 || *providers > 1:
+	case *scale || *namespaces > 1 || *providers > 1 || *restarts:
 		err = offload.RunScale(ctx, offload.ScaleOptions{Pods: *pods, Namespaces: *namespaces, Providers: *providers,
-			Concurrency: *concurrency, ClusterRead: *clusterRead, Direct: *direct, Steady: *steady, RepoRoot: root, Out: os.Stdout})
+			Concurrency: *concurrency, ClusterRead: *clusterRead, Direct: *direct, Steady: *steady, Restarts: *restarts, RepoRoot: root, Out: os.Stdout})
 	default:
 		opts.RepoRoot = root
 		err = offload.Run(ctx, opts)

@@ -50,6 +50,8 @@ type ScaleOptions struct {
 	// of every program (from the API servers' audit logs) and the memory
 	// growth of ferry's processes over it. 0 skips it.
 	Steady time.Duration
+	// Restarts runs the restarts (runRestartScale) instead of the figures.
+	Restarts bool
 	// RepoRoot is ferry's source tree.
 	RepoRoot string
 	// Out receives the progress lines and the RESULT line.
@@ -133,6 +135,9 @@ func (b *scaleBed) pids() (map[string]int, error) {
 func RunScale(ctx context.Context, opts ScaleOptions) (err error) {
 	if err := opts.validate(); err != nil {
 		return err
+	}
+	if opts.Restarts {
+		return runRestartScale(ctx, opts)
 	}
 	say := progress(opts.Out)
 	perProvider := (opts.Pods + opts.Providers - 1) / opts.Providers
