@@ -95,6 +95,11 @@ type scaleBed struct {
 	// auditLogs are the API servers' audit logs of writes, by cluster
 	// name, when the run has a window at rest.
 	auditLogs map[string]string
+
+	mu sync.Mutex
+	// restarts counts the exits of each cluster's controller manager,
+	// which supervise started again.
+	restarts map[string]int
 }
 
 func (b *scaleBed) clusters() []*testbed.Cluster {
@@ -141,7 +146,7 @@ func RunScale(ctx context.Context, opts ScaleOptions) (err error) {
 	}
 	say := progress(opts.Out)
 	perProvider := (opts.Pods + opts.Providers - 1) / opts.Providers
-	bed := &scaleBed{auditLogs: map[string]string{}}
+	bed := &scaleBed{auditLogs: map[string]string{}, restarts: map[string]int{}}
 	clusterOpts := []testbed.Options{consumerOptions(false)}
 	for i := 1; i <= opts.Providers; i++ {
 		o := providerOptions(perProvider, false)
@@ -209,6 +214,9 @@ func RunScale(ctx context.Context, opts ScaleOptions) (err error) {
 		}
 	}
 
+	stopSupervising := bed.supervise(ctx, say)
+	defer stopSupervising()
+
 	bed.namespaces = make([]string, opts.Namespaces)
 	// cluster -> open watches with 1 namespace and with all: every watch,
 	// and those of one namespace (what grows with twin namespaces).
@@ -251,11 +259,11 @@ func RunScale(ctx context.Context, opts ScaleOptions) (err error) {
 
 	fig := scaleFigures{pods: opts.Pods, providers: opts.Providers, namespaces: opts.Namespaces, clusterRead: opts.ClusterRead}
 	if opts.Direct {
-		if fig.direct, err = bed.runDirect(ctx, opts, pids, say); err != nil {
+		if fig.direct, err = bed.runDirect(ctx, opts, bed.livePIDs(), say); err != nil {
 			return err
 		}
 	}
-	if err := bed.runOffloaded(ctx, opts, pids, &fig, say); err != nil {
+	if err := bed.runOffloaded(ctx, opts, bed.livePIDs(), &fig, say); err != nil {
 		return err
 	}
 	all := map[string]float64{}
@@ -269,7 +277,7 @@ func RunScale(ctx context.Context, opts ScaleOptions) (err error) {
 	fig.watchesConsumer, fig.watchesProvider = all[bed.consumer.Name], worstOf(all, func(name string) bool { return name != bed.consumer.Name })
 	say("open watches with all pods Running: %s", renderFloats(all, "%.0f"))
 	if opts.Steady > 0 {
-		if err := bed.rest(ctx, opts, pids, &fig, say); err != nil {
+		if err := bed.rest(ctx, opts, bed.livePIDs(), &fig, say); err != nil {
 			return err
 		}
 	}
@@ -290,6 +298,7 @@ func RunScale(ctx context.Context, opts ScaleOptions) (err error) {
 		verdict = "MISSED"
 	}
 	fmt.Fprintf(opts.Out, "target scale namespace-scoped watches constant from 1 to %d namespaces: %s\n", opts.Namespaces, verdict)
+	fig.cmRestarts = bed.restartCount()
 	fig.printTargets(opts.Out)
 	fmt.Fprintf(opts.Out, "%s%s %s\n", scaleResultPrefix, fig.result(), strings.Join(parts, " "))
 	return nil
@@ -575,8 +584,10 @@ wait:
 		w.addTo(fig.restWrites)
 	}
 	fig.restGrowth = map[string]float64{}
-	for name := range pids {
-		fig.restGrowth[name] = float64(stop[name].rss-start[name].rss) / (1 << 20)
+	for name, s := range stop {
+		if st, ok := start[name]; ok && pids[name] != 0 {
+			fig.restGrowth[name] = float64(s.rss-st.rss) / (1 << 20)
+		}
 	}
 	say("at rest: resident memory growth (MiB) over %s: %s; CPU cores: %s", opts.Steady, renderFloats(fig.restGrowth, "%+.1f"), renderFloats(fig.restCores, "%.3f"))
 	etcdAfter, err := b.readEtcd(ctx)
@@ -620,6 +631,10 @@ type scaleFigures struct {
 	etcdBaseline                     map[string]etcdFigures
 	objectsBefore                    map[string]map[string]float64
 	watchesConsumer, watchesProvider float64
+
+	// cmRestarts is how many times a controller manager exited on its own
+	// (and was started again) during the run.
+	cmRestarts int
 
 	restSeconds, restRequestsPerS float64
 	restWrites                    writesByAgent
@@ -774,6 +789,7 @@ func (f *scaleFigures) result() string {
 		f.clusterRead, o.wall.Seconds(), value("%.1f", directS), millis(o.stats.P50), millis(o.stats.P99), value("%.0f", directP50), value("%.0f", directP99), o.stats.Throughput)
 	fmt.Fprintf(&b, " vk_rss_mib_per_1000_pods=%.0f cm_consumer_rss_mib=%.0f cm_consumer_cpu_cores=%.3f cm_provider_rss_mib=%.0f cm_provider_cpu_cores=%.3f",
 		f.vkPer1000, f.cmPeakMiB(true), f.cmCores(o.cores, true), f.cmPeakMiB(false), f.cmCores(o.cores, false))
+	fmt.Fprintf(&b, " cm_restarts=%d", f.cmRestarts)
 	fmt.Fprintf(&b, " requests_per_pod_raw=%.1f requests_per_pod_consumer=%.1f requests_per_pod_providers=%.1f open_watches_consumer=%.0f open_watches_provider=%.0f",
 		o.stats.RequestsPerPod, o.consumerPerPod, o.providersPerPod, f.watchesConsumer, f.watchesProvider)
 	for _, k := range slices.Sorted(maps.Keys(f.etcdPerPod)) {

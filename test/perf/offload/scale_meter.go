@@ -2,8 +2,10 @@ package offload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math"
 	"net/http"
@@ -39,11 +41,15 @@ func readProc(pid int) (procFigures, error) {
 	return f, nil
 }
 
-// readProcs reads the memory of every named process.
+// readProcs reads the memory of every named process; those gone (a
+// controller manager that exited, and its virtual kubelets) are left out.
 func readProcs(pids map[string]int) (map[string]procFigures, error) {
 	out := map[string]procFigures{}
 	for name, pid := range pids {
 		f, err := readProc(pid)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -61,19 +67,24 @@ type cpuWindow struct {
 }
 
 func startCPUWindow(pids map[string]int) (*cpuWindow, error) {
-	s, err := sampleCPU(nil, pids)
-	if err != nil {
-		return nil, err
-	}
-	return &cpuWindow{pids: maps.Clone(pids), before: s, begin: time.Now()}, nil
+	return &cpuWindow{pids: maps.Clone(pids), before: sampleLiveCPU(pids), begin: time.Now()}, nil
 }
 
-// cores is each process's mean CPU use over the window, in cores.
-func (w *cpuWindow) cores() (map[string]float64, error) {
-	after, err := sampleCPU(nil, w.pids)
-	if err != nil {
-		return nil, err
+// sampleLiveCPU is sampleCPU of the processes still running.
+func sampleLiveCPU(pids map[string]int) cpuSample {
+	out := cpuSample{}
+	for name, pid := range pids {
+		if s, err := sampleCPU(nil, map[string]int{name: pid}); err == nil {
+			out[name] = s[name]
+		}
 	}
+	return out
+}
+
+// cores is each process's mean CPU use over the window, in cores; a
+// process that ended within it is left out.
+func (w *cpuWindow) cores() (map[string]float64, error) {
+	after := sampleLiveCPU(w.pids)
 	wall := time.Since(w.begin).Seconds()
 	out := map[string]float64{}
 	for name, used := range after.since(w.before) {
