@@ -48,10 +48,16 @@ IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 PODS ?= 1000
 CONCURRENCY ?= 32
 SHAPES ?= burst,rate,paced
-# bench-offload-scale: pods over namespaces and providers.
-SCALE_PODS ?= 5000
-SCALE_NAMESPACES ?= 50
-SCALE_PROVIDERS ?= 3
+# bench-offload-scale: pods over namespaces and providers, and the window at rest after.
+SCALE_PODS ?= 10000
+SCALE_NAMESPACES ?= 100
+SCALE_PROVIDERS ?= 1
+SCALE_STEADY ?= 10m
+# bench-offload-curve: the scale runs' sizes (PROVIDERSxPODS[/NAMESPACES]: pods, providers and namespaces each
+# vary apart from the others), each run's window at rest, and where the fits are evaluated.
+SCALE_CURVE ?= 1x1000/10,1x3000/30,1x3000/100,1x10000/100,3x3000/30,10x10000/100
+CURVE_STEADY ?= 2m
+SCALE_PREDICT ?= 100x100000/1000
 # bench-storage: StatefulSet pods with a claim each, offloaded vs. direct, and pods per set.
 STORAGE_PODS ?= 200
 STORAGE_REPLICAS ?= 10
@@ -179,8 +185,16 @@ bench-offload: testbed ## Pods offloaded vs. the same pods direct in the provide
 	$(GO) run ./test/cmd/bench-offload -pods $(PODS) -concurrency $(CONCURRENCY) -shapes $(SHAPES)
 
 .PHONY: bench-offload-scale
-bench-offload-scale: testbed ## SCALE_PODS=5000 pods over SCALE_NAMESPACES=50 offloaded namespaces and SCALE_PROVIDERS=3 providers: virtual kubelets' memory per 1000 pods and open watches with 1 and all namespaces (≈ 6 min); ends with a RESULT line.
-	$(GO) run ./test/cmd/bench-offload -pods $(SCALE_PODS) -namespaces $(SCALE_NAMESPACES) -providers $(SCALE_PROVIDERS) -concurrency $(CONCURRENCY)
+bench-offload-scale: testbed ## SCALE_PODS=10000 pods over SCALE_NAMESPACES=100 offloaded namespaces and SCALE_PROVIDERS=1 providers (the other shape: SCALE_PROVIDERS=10 SCALE_PODS=10000), ferry-controller-manager a process per cluster; the same pods direct first; time to Running, virtual kubelet and controller managers' memory and CPU, requests per pod, watches, etcd per pod, then SCALE_STEADY=10m at rest (writes by program, memory growth) (≈ 45 min at 10k pods on 2 cores); ends with a RESULT line.
+	$(GO) run ./test/cmd/bench-offload -scale -pods $(SCALE_PODS) -namespaces $(SCALE_NAMESPACES) -providers $(SCALE_PROVIDERS) -concurrency $(CONCURRENCY) -steady $(SCALE_STEADY) -timeout 3h
+
+.PHONY: bench-offload-curve
+bench-offload-curve: testbed ## bench-offload-scale at each size of SCALE_CURVE (PROVIDERSxPODS[/NAMESPACES], default 1x1000/10,1x3000/30,1x3000/100,1x10000/100,3x3000/30,10x10000/100), each with CURVE_STEADY=2m at rest, then a least-squares fit of each figure per pod, provider and namespace, evaluated at SCALE_PREDICT=100x100000/1000 (hours on 2 cores; FIT=out1.log,out2.log fits earlier runs' outputs instead, with no run).
+ifneq ($(FIT),)
+	$(GO) run ./test/cmd/bench-offload -fit $(FIT) -predict $(SCALE_PREDICT)
+else
+	$(GO) run ./test/cmd/bench-offload -curve $(SCALE_CURVE) -namespaces $(SCALE_NAMESPACES) -concurrency $(CONCURRENCY) -steady $(CURVE_STEADY) -predict $(SCALE_PREDICT) -timeout 12h
+endif
 
 .PHONY: bench-storage
 bench-storage: testbed ## StatefulSet pods with a claim each (STORAGE_PODS=200, STORAGE_REPLICAS=10 per set), claims offloaded through the ferry storage class vs. the same sets direct in the provider; prints each step's share of a claim's time to Running; ends with a RESULT line (p99_ratio, requests_per_pod_direct and requests_per_pod_offload_provider/_consumer among its keys).

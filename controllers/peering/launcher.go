@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -105,7 +106,8 @@ func (l *FuncLauncher) StopAll() {
 
 // ProcessLauncher runs virtual kubelets as local processes of the
 // ferry-virtual-kubelet binary, for the demo: each logs to
-// LogDir/<name>.log and dies with the controller manager.
+// LogDir/<name>.log, is started again when it exits on its own (after a
+// back-off, see restartDelay) and dies with the controller manager.
 type ProcessLauncher struct {
 	// Binary is the ferry-virtual-kubelet executable.
 	Binary string
@@ -121,8 +123,36 @@ type ProcessLauncher struct {
 }
 
 type kubeletProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when it has exited
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when it has exited
+	started time.Time
+	// quickExits counts the exits in a row, before this process, each
+	// within restartResetAfter of its start.
+	quickExits int
+}
+
+// A virtual kubelet process that exits on its own (it crashed, or was
+// killed) is started again after restartDelay, doubled for each exit in a
+// row that came within restartResetAfter of its start, up to
+// maxRestartDelay: it comes back at once after a kill, and a crash loop
+// does not spin.
+const (
+	restartDelay      = time.Second
+	maxRestartDelay   = time.Minute
+	restartResetAfter = time.Minute
+)
+
+// backoff is the delay before restarting a process after quickExits exits
+// in a row.
+func backoff(quickExits int) time.Duration {
+	d := restartDelay
+	for range quickExits {
+		if d >= maxRestartDelay {
+			break
+		}
+		d *= 2
+	}
+	return min(d, maxRestartDelay)
 }
 
 // Ensure implements VirtualKubeletLauncher.
@@ -132,16 +162,31 @@ func (l *ProcessLauncher) Ensure(ctx context.Context, vn types.NamespacedName) e
 	if l.running == nil {
 		l.running = map[types.NamespacedName]*kubeletProcess{}
 	}
+	quickExits := 0
 	if p, ok := l.running[vn]; ok {
 		select {
 		case <-p.done: // it ended on its own: start it again
+			if time.Since(p.started) < restartResetAfter {
+				quickExits = p.quickExits + 1
+			}
 		default:
 			return nil
 		}
 	}
+	p, err := l.start(log.FromContext(ctx), vn, quickExits)
+	if err != nil {
+		return err
+	}
+	l.running[vn] = p
+	return nil
+}
+
+// start starts the virtual kubelet process of vn, with l.mu held; when it
+// exits on its own, it is started again after a back-off.
+func (l *ProcessLauncher) start(logger logr.Logger, vn types.NamespacedName, quickExits int) (*kubeletProcess, error) {
 	logFile, err := os.OpenFile(filepath.Join(l.LogDir, "virtual-kubelet-"+vn.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("open virtual kubelet log: %w", err)
+		return nil, fmt.Errorf("open virtual kubelet log: %w", err)
 	}
 	args := append([]string{
 		"--kubeconfig=" + l.Kubeconfig,
@@ -156,17 +201,48 @@ func (l *ProcessLauncher) Ensure(ctx context.Context, vn types.NamespacedName) e
 	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
-		return fmt.Errorf("start virtual kubelet %s: %w", l.Binary, err)
+		return nil, fmt.Errorf("start virtual kubelet %s: %w", l.Binary, err)
 	}
-	done := make(chan struct{})
+	p := &kubeletProcess{cmd: cmd, done: make(chan struct{}), started: time.Now(), quickExits: quickExits}
 	go func() {
-		_ = cmd.Wait()
+		err := cmd.Wait()
 		_ = logFile.Close()
-		close(done)
+		close(p.done)
+		l.exited(logger, vn, p, err)
 	}()
-	l.running[vn] = &kubeletProcess{cmd: cmd, done: done}
-	log.FromContext(ctx).Info("Started virtual kubelet process", "virtualNode", vn, "pid", cmd.Process.Pid)
-	return nil
+	logger.Info("Started virtual kubelet process", "virtualNode", vn, "pid", cmd.Process.Pid)
+	return p, nil
+}
+
+// exited starts vn's virtual kubelet again after a back-off, unless p was
+// removed or replaced meanwhile.
+func (l *ProcessLauncher) exited(logger logr.Logger, vn types.NamespacedName, p *kubeletProcess, err error) {
+	l.mu.Lock()
+	current := l.running[vn] == p
+	l.mu.Unlock()
+	if !current {
+		return // removed (stopped on purpose) or replaced
+	}
+	quickExits := 0
+	if time.Since(p.started) < restartResetAfter {
+		quickExits = p.quickExits + 1
+	}
+	delay := backoff(quickExits)
+	logger.Info("Virtual kubelet process exited; starting it again", "virtualNode", vn, "pid", p.cmd.Process.Pid, "status", fmt.Sprint(err), "after", delay)
+	time.AfterFunc(delay, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.running[vn] != p {
+			return
+		}
+		next, err := l.start(logger, vn, quickExits)
+		if err != nil {
+			// The next Ensure (the peering round) tries again.
+			logger.Error(err, "Cannot start the virtual kubelet again", "virtualNode", vn)
+			return
+		}
+		l.running[vn] = next
+	})
 }
 
 // Restart implements VirtualKubeletLauncher: the old process has exited

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,4 +102,60 @@ func TestFuncLauncherRestartsAnEndedVirtualKubelet(t *testing.T) {
 		t.Fatalf("started %d times, want 2 (once, and once after it ended)", got)
 	}
 	l.StopAll()
+}
+
+// A virtual kubelet process killed from outside is started again by the
+// launcher itself, without waiting for the next Ensure (the peering round);
+// one removed is not.
+func TestProcessLauncherRestartsAKilledVirtualKubelet(t *testing.T) {
+	bin, argsFile := fakeVirtualKubelet(t)
+	l := &ProcessLauncher{Binary: bin, Kubeconfig: "/etc/consumer.kubeconfig", LogDir: t.TempDir()}
+	vn := types.NamespacedName{Namespace: "ferry-system", Name: "ferry-provider"}
+	t.Cleanup(func() { l.StopAll(context.Background()) })
+	// starts waits until the fake virtual kubelet has started n times.
+	starts := func(n int) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			data, _ := os.ReadFile(argsFile)
+			return strings.Count(string(data), "\n") >= n, nil
+		}); err != nil {
+			data, _ := os.ReadFile(argsFile)
+			t.Fatalf("virtual kubelet started %d times, want %d:\n%s", strings.Count(string(data), "\n"), n, data)
+		}
+	}
+	if err := l.Ensure(t.Context(), vn); err != nil {
+		t.Fatal(err)
+	}
+	starts(1)
+	first := l.PID(vn)
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var second int
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		second = l.PID(vn)
+		return second != 0 && second != first, nil
+	}); err != nil {
+		t.Fatalf("the killed virtual kubelet (pid %d) was not started again: PID %d", first, l.PID(vn))
+	}
+	starts(2)
+
+	if err := l.Remove(t.Context(), vn); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * restartDelay) // a restart after Remove would show by now
+	if pid := l.PID(vn); pid != 0 {
+		t.Fatalf("virtual kubelet started again (pid %d) after Remove", pid)
+	}
+	if data, _ := os.ReadFile(argsFile); strings.Count(string(data), "\n") != 2 {
+		t.Fatalf("virtual kubelet started %d times, want 2 (once, and once after the kill):\n%s", strings.Count(string(data), "\n"), data)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	for quickExits, want := range map[int]time.Duration{0: time.Second, 1: 2 * time.Second, 3: 8 * time.Second, 6: time.Minute, 1000: time.Minute} {
+		if got := backoff(quickExits); got != want {
+			t.Errorf("backoff(%d) = %s, want %s", quickExits, got, want)
+		}
+	}
 }
