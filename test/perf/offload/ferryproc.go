@@ -47,7 +47,10 @@ const ferryStopGrace = 30 * time.Second
 
 // ferryProcess is ferry-controller-manager of one cluster run as a process,
 // with its virtual kubelets as its children (process mode), logging to
-// c.Dir/ferry-controller-manager.log.
+// c.Dir/ferry-controller-manager.log. Like the Deployment it runs as in a
+// cluster, it is started again when it exits on its own (e.g. "leader
+// election lost" while its API server is down), after supervisorDelay;
+// Kill and Stop end it for good, until Start.
 type ferryProcess struct {
 	name    string // the cluster's
 	bin     string
@@ -59,7 +62,15 @@ type ferryProcess struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
+	// stopped: by Kill or Stop, not to be started again until Start.
+	stopped bool
+	// exits counts the times it exited on its own.
+	exits int
 }
+
+// supervisorDelay is how long a controller manager that exited on its own
+// stays down before it is started again.
+const supervisorDelay = time.Second
 
 // startFerryProcess starts ferry-controller-manager for c, as the chart
 // would in process mode with the settings startFerry uses in-process
@@ -103,7 +114,18 @@ func startFerryProcess(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1
 // same flags and returns once its /readyz answers; it fails if it already
 // runs.
 func (p *ferryProcess) Start(ctx context.Context) error {
+	return p.start(ctx, nil)
+}
+
+// start starts the process; after, when not nil, only if it has not been
+// stopped nor started again since after exited (the supervisor's restart).
+func (p *ferryProcess) start(ctx context.Context, after *exec.Cmd) error {
 	p.mu.Lock()
+	if after != nil && (p.stopped || p.cmd != after) {
+		p.mu.Unlock()
+		return nil
+	}
+	p.stopped = false
 	if p.cmd != nil && !p.exited() {
 		p.mu.Unlock()
 		return fmt.Errorf("ferry-controller-manager of %s already runs (pid %d)", p.name, p.cmd.Process.Pid)
@@ -128,6 +150,7 @@ func (p *ferryProcess) Start(ctx context.Context) error {
 		_ = cmd.Wait()
 		_ = logFile.Close()
 		close(done)
+		p.supervise(cmd)
 	}()
 	p.cmd, p.done = cmd, done
 	p.mu.Unlock()
@@ -155,6 +178,29 @@ func (p *ferryProcess) Start(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// supervise starts the controller manager again after cmd, its process,
+// exited, unless Kill or Stop ended it.
+func (p *ferryProcess) supervise(cmd *exec.Cmd) {
+	p.mu.Lock()
+	if p.stopped || p.cmd != cmd {
+		p.mu.Unlock()
+		return
+	}
+	p.exits++
+	p.mu.Unlock()
+	time.Sleep(supervisorDelay)
+	// A failed start is killed, and so stopped: no restart loop.
+	_ = p.start(context.Background(), cmd)
+}
+
+// Exits is how many times the controller manager exited on its own (and
+// was started again).
+func (p *ferryProcess) Exits() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exits
 }
 
 // exited reports whether the last process started has ended; p.mu held.
@@ -259,6 +305,7 @@ func virtualNodeArg(args []string) string {
 func (p *ferryProcess) Kill() error {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
+	p.stopped = true
 	p.mu.Unlock()
 	if cmd == nil {
 		return nil
@@ -277,6 +324,7 @@ func (p *ferryProcess) Kill() error {
 func (p *ferryProcess) Stop() error {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
+	p.stopped = true
 	p.mu.Unlock()
 	if cmd == nil {
 		return nil

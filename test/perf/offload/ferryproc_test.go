@@ -129,6 +129,19 @@ func TestFerryProcessLifecycle(t *testing.T) {
 	if !strings.HasPrefix(p.MetricsURL(), "http://127.0.0.1:") || !strings.HasSuffix(p.MetricsURL(), "/metrics") {
 		t.Errorf("MetricsURL() = %q, want http://127.0.0.1:<port>/metrics", p.MetricsURL())
 	}
+	// Killed from outside, it is started again, as its Deployment would be.
+	first := p.PID()
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(t.Context(), 5*time.Second, "the controller manager started again", func(context.Context) (bool, error) {
+		return p.PID() != 0 && p.PID() != first, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if p.Exits() != 1 {
+		t.Errorf("Exits() = %d after one kill from outside, want 1", p.Exits())
+	}
 	for round, end := range map[string]func() error{"kill": p.Kill, "stop": p.Stop} {
 		var vks map[string]int
 		if err := poll(t.Context(), 5*time.Second, "the fake virtual kubelet", func(context.Context) (bool, error) {
@@ -149,6 +162,10 @@ func TestFerryProcessLifecycle(t *testing.T) {
 		}
 		if err := end(); err != nil {
 			t.Fatalf("second %s: %v", round, err)
+		}
+		time.Sleep(2 * supervisorDelay) // a restart would show by now
+		if p.PID() != 0 || p.Exits() != 1 {
+			t.Fatalf("after %s: PID() %d, Exits() %d; want it to stay down, not counted as exiting on its own", round, p.PID(), p.Exits())
 		}
 		if err := p.Start(t.Context()); err != nil {
 			t.Fatalf("Start after %s: %v", round, err)

@@ -61,6 +61,7 @@ type restartFigures struct {
 	notReady  int   // offloaded pods not Running and Ready after convergence
 	rssPeak   int64 // bytes: the worst virtual kubelet's peak over the restart
 	cmRSSPeak int64 // bytes: the restarted controller manager's peak, if one was
+	cmExits   int   // controller managers that exited on their own meanwhile (started again)
 	load      string
 }
 
@@ -73,9 +74,9 @@ func (u uidChanges) total() int { return u.consumer + u.shadow + u.remote }
 // result is the RESULT line's keys.
 func (f restartFigures) result() string {
 	return fmt.Sprintf("RESULT restart what=%s pods=%d converge_s=%.1f lease_wait_s=%.1f requests_list=%d requests_watch=%d recreated=%d lost=%d rss_peak_mib=%d"+
-		" recreated_consumer=%d recreated_shadowpods=%d recreated_remote=%d lost_consumer=%d lost_shadowpods=%d lost_remote=%d not_ready=%d cm_rss_peak_mib=%d load=%s",
+		" recreated_consumer=%d recreated_shadowpods=%d recreated_remote=%d lost_consumer=%d lost_shadowpods=%d lost_remote=%d not_ready=%d cm_rss_peak_mib=%d cm_exits=%d load=%s",
 		f.what, f.pods, f.converge.Seconds(), f.leaseWait.Seconds(), f.list, f.watch, f.recreated.total(), f.lost.total(), f.rssPeak>>20,
-		f.recreated.consumer, f.recreated.shadow, f.recreated.remote, f.lost.consumer, f.lost.shadow, f.lost.remote, f.notReady, f.cmRSSPeak>>20, f.load)
+		f.recreated.consumer, f.recreated.shadow, f.recreated.remote, f.lost.consumer, f.lost.shadow, f.lost.remote, f.notReady, f.cmRSSPeak>>20, f.cmExits, f.load)
 }
 
 // uidSet is a side's pods (or ShadowPods): key -> UID.
@@ -155,6 +156,20 @@ func (b *restartBed) snapshot(ctx context.Context) (snapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// cms are every cluster's controller manager.
+func (b *restartBed) cms() []*ferryProcess {
+	return append([]*ferryProcess{b.consumerCM}, b.providerCMs...)
+}
+
+// exits is how many times the controller managers exited on their own.
+func (b *restartBed) exits() int {
+	n := 0
+	for _, cm := range b.cms() {
+		n += cm.Exits()
+	}
+	return n
 }
 
 // scrapeAll reads the request counters of every API server.
@@ -294,6 +309,7 @@ func (b *restartBed) restart(ctx context.Context, kube kubernetes.Interface, rc 
 	if err != nil {
 		return f, err
 	}
+	exitsBefore := b.exits()
 	kill := time.Now()
 	ready, restartedAPI, cm, err := rc.act(ctx)
 	if err != nil {
@@ -313,7 +329,12 @@ func (b *restartBed) restart(ctx context.Context, kube kubernetes.Interface, rc 
 	if _, err := kube.CoreV1().Pods(probe.Namespace).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
 		return f, fmt.Errorf("create pod %s/%s: %w", probe.Namespace, probe.Name, err)
 	}
-	err = poll(ctx, restartTimeout, rc.what+": the probe pod Running and every virtual kubelet back", func(ctx context.Context) (bool, error) {
+	err = poll(ctx, restartTimeout, rc.what+": the probe pod Running, every controller manager and virtual kubelet back", func(ctx context.Context) (bool, error) {
+		for _, cm := range b.cms() {
+			if cm.PID() == 0 {
+				return false, nil
+			}
+		}
 		vks := b.consumerCM.VirtualKubeletPIDs()
 		if len(vks) < len(b.providers) {
 			return false, nil
@@ -370,9 +391,10 @@ func (b *restartBed) restart(ctx context.Context, kube kubernetes.Interface, rc 
 	f.recreated.shadow, f.lost.shadow = compareUIDs(before.shadow, after.shadow)
 	f.recreated.remote, f.lost.remote = compareUIDs(before.remote, after.remote)
 	f.notReady = after.notReady
+	f.cmExits = b.exits() - exitsBefore
 	f.load = loadAverage()
-	say("%s: converged in %.1fs (lease wait %.1fs); %d LIST and %d WATCH requests; recreated %d, lost %d, not ready %d; virtual kubelet peak %d MiB; load %s",
-		rc.what, f.converge.Seconds(), f.leaseWait.Seconds(), f.list, f.watch, f.recreated.total(), f.lost.total(), f.notReady, f.rssPeak>>20, f.load)
+	say("%s: converged in %.1fs (lease wait %.1fs); %d LIST and %d WATCH requests; recreated %d, lost %d, not ready %d; virtual kubelet peak %d MiB; controller managers that exited on their own: %d; load %s",
+		rc.what, f.converge.Seconds(), f.leaseWait.Seconds(), f.list, f.watch, f.recreated.total(), f.lost.total(), f.notReady, f.rssPeak>>20, f.cmExits, f.load)
 	return f, nil
 }
 
