@@ -49,8 +49,8 @@ const ferryStopGrace = 30 * time.Second
 // with its virtual kubelets as its children (process mode), logging to
 // c.Dir/ferry-controller-manager.log. Like the Deployment it runs as in a
 // cluster, it is started again when it exits on its own (e.g. "leader
-// election lost" while its API server is down), after supervisorDelay;
-// Kill and Stop end it for good, until Start.
+// election lost" while its API server is down), after a back-off (see
+// supervisorDelay); Kill and Stop end it for good, until Start.
 type ferryProcess struct {
 	name    string // the cluster's
 	bin     string
@@ -64,13 +64,20 @@ type ferryProcess struct {
 	done chan struct{} // closed when cmd has exited
 	// stopped: by Kill or Stop, not to be started again until Start.
 	stopped bool
-	// exits counts the times it exited on its own.
-	exits int
+	// exits counts the times it exited on its own; quickExits those in a
+	// row within supervisorReset of their start.
+	exits, quickExits int
+	started           time.Time
 }
 
-// supervisorDelay is how long a controller manager that exited on its own
-// stays down before it is started again.
-const supervisorDelay = time.Second
+// A controller manager that exited on its own is started again after
+// supervisorDelay, doubled for each exit in a row within supervisorReset of
+// its start, up to maxSupervisorDelay, as kubelet would restart its pod.
+const (
+	supervisorDelay    = time.Second
+	maxSupervisorDelay = 16 * time.Second
+	supervisorReset    = 30 * time.Second
+)
 
 // startFerryProcess starts ferry-controller-manager for c, as the chart
 // would in process mode with the settings startFerry uses in-process
@@ -152,7 +159,7 @@ func (p *ferryProcess) start(ctx context.Context, after *exec.Cmd) error {
 		close(done)
 		p.supervise(cmd)
 	}()
-	p.cmd, p.done = cmd, done
+	p.cmd, p.done, p.started = cmd, done, time.Now()
 	p.mu.Unlock()
 
 	hc := &http.Client{Timeout: 2 * time.Second}
@@ -174,7 +181,9 @@ func (p *ferryProcess) start(ctx context.Context, after *exec.Cmd) error {
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		_ = p.Kill()
+		if after == nil {
+			_ = p.Kill()
+		} // else the supervisor starts it again when it exits
 		return err
 	}
 	return nil
@@ -189,9 +198,14 @@ func (p *ferryProcess) supervise(cmd *exec.Cmd) {
 		return
 	}
 	p.exits++
+	if time.Since(p.started) < supervisorReset {
+		p.quickExits++
+	} else {
+		p.quickExits = 0
+	}
+	delay := min(supervisorDelay<<min(p.quickExits, 5), maxSupervisorDelay)
 	p.mu.Unlock()
-	time.Sleep(supervisorDelay)
-	// A failed start is killed, and so stopped: no restart loop.
+	time.Sleep(delay)
 	_ = p.start(context.Background(), cmd)
 }
 
