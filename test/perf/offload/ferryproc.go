@@ -47,7 +47,10 @@ const ferryStopGrace = 30 * time.Second
 
 // ferryProcess is ferry-controller-manager of one cluster run as a process,
 // with its virtual kubelets as its children (process mode), logging to
-// c.Dir/ferry-controller-manager.log.
+// c.Dir/ferry-controller-manager.log. Like the Deployment it runs as in a
+// cluster, it is started again when it exits on its own (e.g. "leader
+// election lost" while its API server is down), after a back-off (see
+// supervisorDelay); Kill and Stop end it for good, until Start.
 type ferryProcess struct {
 	name    string // the cluster's
 	bin     string
@@ -59,7 +62,22 @@ type ferryProcess struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
+	// stopped: by Kill or Stop, not to be started again until Start.
+	stopped bool
+	// exits counts the times it exited on its own; quickExits those in a
+	// row within supervisorReset of their start.
+	exits, quickExits int
+	started           time.Time
 }
+
+// A controller manager that exited on its own is started again after
+// supervisorDelay, doubled for each exit in a row within supervisorReset of
+// its start, up to maxSupervisorDelay, as kubelet would restart its pod.
+const (
+	supervisorDelay    = time.Second
+	maxSupervisorDelay = 16 * time.Second
+	supervisorReset    = 30 * time.Second
+)
 
 // startFerryProcess starts ferry-controller-manager for c, as the chart
 // would in process mode with the settings startFerry uses in-process
@@ -103,7 +121,18 @@ func startFerryProcess(ctx context.Context, c *testbed.Cluster, id ferryv1alpha1
 // same flags and returns once its /readyz answers; it fails if it already
 // runs.
 func (p *ferryProcess) Start(ctx context.Context) error {
+	return p.start(ctx, nil)
+}
+
+// start starts the process; after, when not nil, only if it has not been
+// stopped nor started again since after exited (the supervisor's restart).
+func (p *ferryProcess) start(ctx context.Context, after *exec.Cmd) error {
 	p.mu.Lock()
+	if after != nil && (p.stopped || p.cmd != after) {
+		p.mu.Unlock()
+		return nil
+	}
+	p.stopped = false
 	if p.cmd != nil && !p.exited() {
 		p.mu.Unlock()
 		return fmt.Errorf("ferry-controller-manager of %s already runs (pid %d)", p.name, p.cmd.Process.Pid)
@@ -128,8 +157,9 @@ func (p *ferryProcess) Start(ctx context.Context) error {
 		_ = cmd.Wait()
 		_ = logFile.Close()
 		close(done)
+		p.supervise(cmd)
 	}()
-	p.cmd, p.done = cmd, done
+	p.cmd, p.done, p.started = cmd, done, time.Now()
 	p.mu.Unlock()
 
 	hc := &http.Client{Timeout: 2 * time.Second}
@@ -151,10 +181,40 @@ func (p *ferryProcess) Start(ctx context.Context) error {
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		_ = p.Kill()
+		if after == nil {
+			_ = p.Kill()
+		} // else the supervisor starts it again when it exits
 		return err
 	}
 	return nil
+}
+
+// supervise starts the controller manager again after cmd, its process,
+// exited, unless Kill or Stop ended it.
+func (p *ferryProcess) supervise(cmd *exec.Cmd) {
+	p.mu.Lock()
+	if p.stopped || p.cmd != cmd {
+		p.mu.Unlock()
+		return
+	}
+	p.exits++
+	if time.Since(p.started) < supervisorReset {
+		p.quickExits++
+	} else {
+		p.quickExits = 0
+	}
+	delay := min(supervisorDelay<<min(p.quickExits, 5), maxSupervisorDelay)
+	p.mu.Unlock()
+	time.Sleep(delay)
+	_ = p.start(context.Background(), cmd)
+}
+
+// Exits is how many times the controller manager exited on its own (and
+// was started again).
+func (p *ferryProcess) Exits() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exits
 }
 
 // exited reports whether the last process started has ended; p.mu held.
@@ -259,6 +319,7 @@ func virtualNodeArg(args []string) string {
 func (p *ferryProcess) Kill() error {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
+	p.stopped = true
 	p.mu.Unlock()
 	if cmd == nil {
 		return nil
@@ -277,6 +338,7 @@ func (p *ferryProcess) Kill() error {
 func (p *ferryProcess) Stop() error {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
+	p.stopped = true
 	p.mu.Unlock()
 	if cmd == nil {
 		return nil

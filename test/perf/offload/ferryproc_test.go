@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,6 +92,9 @@ func TestMain(m *testing.M) {
 // runs one child with a virtual kubelet's command line, which the kernel
 // kills with it; on SIGTERM it stops the child first, as the launcher does.
 func fakeControllerManager(args []string) {
+	if _, err := os.Stat(os.Getenv("FERRY_BENCH_FAKE_CM_FAIL")); err == nil {
+		os.Exit(1) // as when its API server is down
+	}
 	var health string
 	for _, a := range args {
 		if v, ok := strings.CutPrefix(a, "--health-probe-bind-address="); ok {
@@ -113,9 +117,12 @@ func fakeControllerManager(args []string) {
 }
 
 // A ferryProcess starts, answers, shows its virtual kubelet, and both go
-// on Kill and on Stop; it starts again after either.
+// on Kill and on Stop; it starts again after either. Killed from outside,
+// it is started again, also after failed starts.
 func TestFerryProcessLifecycle(t *testing.T) {
 	t.Setenv("FERRY_BENCH_FAKE_CM", "1")
+	fail := filepath.Join(t.TempDir(), "fail")
+	t.Setenv("FERRY_BENCH_FAKE_CM_FAIL", fail)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +136,29 @@ func TestFerryProcessLifecycle(t *testing.T) {
 	if !strings.HasPrefix(p.MetricsURL(), "http://127.0.0.1:") || !strings.HasSuffix(p.MetricsURL(), "/metrics") {
 		t.Errorf("MetricsURL() = %q, want http://127.0.0.1:<port>/metrics", p.MetricsURL())
 	}
+	// Killed from outside, it is started again, as its Deployment would
+	// be, even though its first new starts fail.
+	if err := os.WriteFile(fail, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := p.PID()
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(t.Context(), 10*time.Second, "two failed starts", func(context.Context) (bool, error) {
+		return p.Exits() >= 3, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(fail); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(t.Context(), 30*time.Second, "the controller manager started again", func(context.Context) (bool, error) {
+		return p.PID() != 0 && len(p.VirtualKubeletPIDs()) == 1, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	exits := p.Exits()
 	for round, end := range map[string]func() error{"kill": p.Kill, "stop": p.Stop} {
 		var vks map[string]int
 		if err := poll(t.Context(), 5*time.Second, "the fake virtual kubelet", func(context.Context) (bool, error) {
@@ -149,6 +179,10 @@ func TestFerryProcessLifecycle(t *testing.T) {
 		}
 		if err := end(); err != nil {
 			t.Fatalf("second %s: %v", round, err)
+		}
+		time.Sleep(2 * supervisorDelay) // a restart would show by now
+		if p.PID() != 0 || p.Exits() != exits {
+			t.Fatalf("after %s: PID() %d, Exits() %d; want it to stay down, not counted as exiting on its own (%d before)", round, p.PID(), p.Exits(), exits)
 		}
 		if err := p.Start(t.Context()); err != nil {
 			t.Fatalf("Start after %s: %v", round, err)

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,7 +54,8 @@ type restartFigures struct {
 	what      string
 	pods      int
 	leaseWait time.Duration // until the new controller manager held the Lease
-	converge  time.Duration // after that (or the kill) until a new pod ran and the virtual kubelets were back
+	converge  time.Duration // after that (or the kill) until every pod was Running and Ready again, a new one too, and the processes back
+	probe     time.Duration // after that until the new pod ran
 	list      int64         // LIST requests served by all API servers meanwhile
 	watch     int64         // WATCH requests
 	recreated uidChanges
@@ -61,6 +63,7 @@ type restartFigures struct {
 	notReady  int   // offloaded pods not Running and Ready after convergence
 	rssPeak   int64 // bytes: the worst virtual kubelet's peak over the restart
 	cmRSSPeak int64 // bytes: the restarted controller manager's peak, if one was
+	cmExits   int   // controller managers that exited on their own meanwhile (started again)
 	load      string
 }
 
@@ -72,10 +75,10 @@ func (u uidChanges) total() int { return u.consumer + u.shadow + u.remote }
 
 // result is the RESULT line's keys.
 func (f restartFigures) result() string {
-	return fmt.Sprintf("RESULT restart what=%s pods=%d converge_s=%.1f lease_wait_s=%.1f requests_list=%d requests_watch=%d recreated=%d lost=%d rss_peak_mib=%d"+
-		" recreated_consumer=%d recreated_shadowpods=%d recreated_remote=%d lost_consumer=%d lost_shadowpods=%d lost_remote=%d not_ready=%d cm_rss_peak_mib=%d load=%s",
-		f.what, f.pods, f.converge.Seconds(), f.leaseWait.Seconds(), f.list, f.watch, f.recreated.total(), f.lost.total(), f.rssPeak>>20,
-		f.recreated.consumer, f.recreated.shadow, f.recreated.remote, f.lost.consumer, f.lost.shadow, f.lost.remote, f.notReady, f.cmRSSPeak>>20, f.load)
+	return fmt.Sprintf("RESULT restart what=%s pods=%d converge_s=%.1f probe_s=%.1f lease_wait_s=%.1f requests_list=%d requests_watch=%d recreated=%d lost=%d rss_peak_mib=%d"+
+		" recreated_consumer=%d recreated_shadowpods=%d recreated_remote=%d lost_consumer=%d lost_shadowpods=%d lost_remote=%d not_ready=%d cm_rss_peak_mib=%d cm_exits=%d load=%s",
+		f.what, f.pods, f.converge.Seconds(), f.probe.Seconds(), f.leaseWait.Seconds(), f.list, f.watch, f.recreated.total(), f.lost.total(), f.rssPeak>>20,
+		f.recreated.consumer, f.recreated.shadow, f.recreated.remote, f.lost.consumer, f.lost.shadow, f.lost.remote, f.notReady, f.cmRSSPeak>>20, f.cmExits, f.load)
 }
 
 // uidSet is a side's pods (or ShadowPods): key -> UID.
@@ -115,7 +118,9 @@ type snapshot struct {
 	notReady                 int
 }
 
-func (b *restartBed) snapshot(ctx context.Context) (snapshot, error) {
+// snapshot lists the pods and ShadowPods; consumerOnly, only the
+// consumer's pods.
+func (b *restartBed) snapshot(ctx context.Context, consumerOnly bool) (snapshot, error) {
 	s := snapshot{consumer: uidSet{}, shadow: uidSet{}, remote: uidSet{}}
 	for _, ns := range b.namespaces {
 		var pods corev1.PodList
@@ -132,6 +137,9 @@ func (b *restartBed) snapshot(ctx context.Context) (snapshot, error) {
 				s.notReady++
 			}
 		}
+	}
+	if consumerOnly {
+		return s, nil
 	}
 	origin := client.MatchingLabels{ferryv1alpha1.LabelOriginCluster: string(consumerID)}
 	for _, c := range b.providers {
@@ -155,6 +163,20 @@ func (b *restartBed) snapshot(ctx context.Context) (snapshot, error) {
 		}
 	}
 	return s, nil
+}
+
+// cms are every cluster's controller manager.
+func (b *restartBed) cms() []*ferryProcess {
+	return append([]*ferryProcess{b.consumerCM}, b.providerCMs...)
+}
+
+// exits is how many times the controller managers exited on their own.
+func (b *restartBed) exits() int {
+	n := 0
+	for _, cm := range b.cms() {
+		n += cm.Exits()
+	}
+	return n
 }
 
 // scrapeAll reads the request counters of every API server.
@@ -277,7 +299,7 @@ func ptrString(s *string) string {
 // restart runs one restart case and measures it.
 func (b *restartBed) restart(ctx context.Context, kube kubernetes.Interface, rc restartCase, n int, say func(string, ...any)) (restartFigures, error) {
 	f := restartFigures{what: rc.what, pods: b.pods}
-	before, err := b.snapshot(ctx)
+	before, err := b.snapshot(ctx, false)
 	if err != nil {
 		return f, err
 	}
@@ -294,6 +316,7 @@ func (b *restartBed) restart(ctx context.Context, kube kubernetes.Interface, rc 
 	if err != nil {
 		return f, err
 	}
+	exitsBefore := b.exits()
 	kill := time.Now()
 	ready, restartedAPI, cm, err := rc.act(ctx)
 	if err != nil {
@@ -313,7 +336,12 @@ func (b *restartBed) restart(ctx context.Context, kube kubernetes.Interface, rc 
 	if _, err := kube.CoreV1().Pods(probe.Namespace).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
 		return f, fmt.Errorf("create pod %s/%s: %w", probe.Namespace, probe.Name, err)
 	}
-	err = poll(ctx, restartTimeout, rc.what+": the probe pod Running and every virtual kubelet back", func(ctx context.Context) (bool, error) {
+	err = poll(ctx, restartTimeout, rc.what+": the probe pod Running, every controller manager and virtual kubelet back", func(ctx context.Context) (bool, error) {
+		for _, cm := range b.cms() {
+			if cm.PID() == 0 {
+				return false, nil
+			}
+		}
 		vks := b.consumerCM.VirtualKubeletPIDs()
 		if len(vks) < len(b.providers) {
 			return false, nil
@@ -330,6 +358,20 @@ func (b *restartBed) restart(ctx context.Context, kube kubernetes.Interface, rc 
 	if err != nil {
 		return f, err
 	}
+	f.probe = time.Since(from)
+	// Then every pod Running and Ready again (the virtual kubelet marks
+	// them not ready while it cannot see the provider): LISTs of the
+	// consumer's pods, one per namespace, left out of the counts below.
+	var ownLists int64
+	// Every 2s: each poll lists them all.
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, restartTimeout, true, func(ctx context.Context) (bool, error) {
+		ownLists += int64(len(b.namespaces))
+		s, err := b.snapshot(ctx, true)
+		return err == nil && s.notReady == 0, err
+	})
+	if err != nil {
+		return f, fmt.Errorf("waiting for every offloaded pod Running and Ready again: %w", err)
+	}
 	f.converge = time.Since(from)
 	reqAfter, err := b.scrapeAll(ctx)
 	if err != nil {
@@ -344,6 +386,7 @@ func (b *restartBed) restart(ctx context.Context, kube kubernetes.Interface, rc 
 		f.list += l
 		f.watch += w
 	}
+	f.list -= ownLists
 	for _, m := range samplers {
 		// Sampled over the restart, not since it started (VmHWM): a
 		// killed one's samples end with it.
@@ -362,7 +405,7 @@ func (b *restartBed) restart(ctx context.Context, kube kubernetes.Interface, rc 
 			f.cmRSSPeak = hwm
 		}
 	}
-	after, err := b.snapshot(ctx)
+	after, err := b.snapshot(ctx, false)
 	if err != nil {
 		return f, err
 	}
@@ -370,9 +413,10 @@ func (b *restartBed) restart(ctx context.Context, kube kubernetes.Interface, rc 
 	f.recreated.shadow, f.lost.shadow = compareUIDs(before.shadow, after.shadow)
 	f.recreated.remote, f.lost.remote = compareUIDs(before.remote, after.remote)
 	f.notReady = after.notReady
+	f.cmExits = b.exits() - exitsBefore
 	f.load = loadAverage()
-	say("%s: converged in %.1fs (lease wait %.1fs); %d LIST and %d WATCH requests; recreated %d, lost %d, not ready %d; virtual kubelet peak %d MiB; load %s",
-		rc.what, f.converge.Seconds(), f.leaseWait.Seconds(), f.list, f.watch, f.recreated.total(), f.lost.total(), f.notReady, f.rssPeak>>20, f.load)
+	say("%s: converged in %.1fs (a new pod ran in %.1fs; lease wait %.1fs); %d LIST and %d WATCH requests; recreated %d, lost %d, not ready %d; virtual kubelet peak %d MiB; controller managers that exited on their own: %d; load %s",
+		rc.what, f.converge.Seconds(), f.probe.Seconds(), f.leaseWait.Seconds(), f.list, f.watch, f.recreated.total(), f.lost.total(), f.notReady, f.rssPeak>>20, f.cmExits, f.load)
 	return f, nil
 }
 

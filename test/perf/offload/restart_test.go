@@ -30,11 +30,11 @@ func TestListAndWatch(t *testing.T) {
 }
 
 func TestRestartResult(t *testing.T) {
-	f := restartFigures{what: "controller-manager", pods: 1000, leaseWait: 15200 * time.Millisecond, converge: 7340 * time.Millisecond,
-		list: 12, watch: 30, recreated: uidChanges{remote: 2}, lost: uidChanges{shadow: 1}, rssPeak: 40 << 20, cmRSSPeak: 80 << 20, load: "3.10"}
+	f := restartFigures{what: "controller-manager", pods: 1000, leaseWait: 15200 * time.Millisecond, converge: 7340 * time.Millisecond, probe: 2 * time.Second,
+		list: 12, watch: 30, recreated: uidChanges{remote: 2}, lost: uidChanges{shadow: 1}, rssPeak: 40 << 20, cmRSSPeak: 80 << 20, cmExits: 1, load: "3.10"}
 	got := f.result()
-	for _, want := range []string{"RESULT restart what=controller-manager pods=1000 converge_s=7.3 lease_wait_s=15.2 requests_list=12 requests_watch=30 recreated=2 lost=1 rss_peak_mib=40 ",
-		" recreated_remote=2 ", " lost_shadowpods=1 ", " cm_rss_peak_mib=80 ", " load=3.10"} {
+	for _, want := range []string{"RESULT restart what=controller-manager pods=1000 converge_s=7.3 probe_s=2.0 lease_wait_s=15.2 requests_list=12 requests_watch=30 recreated=2 lost=1 rss_peak_mib=40 ",
+		" recreated_remote=2 ", " lost_shadowpods=1 ", " cm_rss_peak_mib=80 ", " cm_exits=1 ", " load=3.10"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("result() = %q, want it to contain %q", got, want)
 		}
