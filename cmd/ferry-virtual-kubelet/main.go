@@ -53,6 +53,7 @@ func main() {
 	fs.DurationVar(&opts.HealthCheckTimeout, "health-check-timeout", node.DefaultHealthCheckTimeout, "timeout of one probe of the provider API server (at most --health-check-period)")
 	fs.IntVar(&opts.FailureThreshold, "health-check-failure-threshold", node.DefaultFailureThreshold, "consecutive failed probes after which the node is reported NotReady")
 	fs.Int32Var(&opts.LeaseDurationSeconds, "lease-duration-seconds", node.DefaultLeaseDurationSeconds, "duration of the node's Lease in kube-node-lease; it is renewed every quarter of it")
+	fs.DurationVar(&opts.NodeStatusReportFrequency, "node-status-report-frequency", node.DefaultNodeStatusReportFrequency, "how often the node's status is written when nothing in it changed (the Lease is the heartbeat; a change is written at once), as the kubelet's nodeStatusReportFrequency")
 	fs.IntVar(&opts.PodSyncWorkers, "pod-sync-workers", offloading.DefaultWorkers, "how many pods are offloaded (created, updated, deleted, status copied back) at once")
 	fs.Float32Var(&opts.ClientQPS, "client-qps", offloading.DefaultClientQPS, "queries per second the pod offloading may send to each cluster")
 	fs.IntVar(&opts.ClientBurst, "client-burst", offloading.DefaultClientBurst, "burst of queries the pod offloading may send to each cluster")

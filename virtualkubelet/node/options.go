@@ -17,6 +17,10 @@ const (
 	DefaultHealthCheckTimeout   = 5 * time.Second
 	DefaultFailureThreshold     = 3
 	DefaultLeaseDurationSeconds = int32(40)
+	// DefaultNodeStatusReportFrequency is the kubelet's own default
+	// (nodeStatusReportFrequency): with a Lease as the heartbeat, an
+	// unchanged Node status is written every 5 minutes, not every minute.
+	DefaultNodeStatusReportFrequency = 5 * time.Minute
 
 	// minLeaseDurationSeconds keeps the lease renew interval (a quarter of
 	// the duration, in whole seconds) above zero.
@@ -41,6 +45,10 @@ type Options struct {
 	// LeaseDurationSeconds is the Node Lease's duration (default 40); it is
 	// renewed every quarter of it.
 	LeaseDurationSeconds int32
+	// NodeStatusReportFrequency is how often the Node's status is written
+	// when nothing in it changed (default 5m, as the kubelet); a change
+	// (capacity, conditions, addresses) is written at once.
+	NodeStatusReportFrequency time.Duration
 
 	// PodSyncWorkers is how many pods are offloaded at once (default 16).
 	PodSyncWorkers int
@@ -102,6 +110,9 @@ func (o Options) withDefaults() Options {
 	if o.LeaseDurationSeconds == 0 {
 		o.LeaseDurationSeconds = DefaultLeaseDurationSeconds
 	}
+	if o.NodeStatusReportFrequency == 0 {
+		o.NodeStatusReportFrequency = DefaultNodeStatusReportFrequency
+	}
 	if o.KubeletAddress == "" {
 		o.KubeletAddress = DefaultKubeletAddress
 	}
@@ -146,6 +157,9 @@ func (o *Options) Validate() error {
 	}
 	if d.LeaseDurationSeconds < minLeaseDurationSeconds {
 		errs = append(errs, fmt.Errorf("--lease-duration-seconds (%d) must be at least %d", d.LeaseDurationSeconds, minLeaseDurationSeconds))
+	}
+	if d.NodeStatusReportFrequency < 0 {
+		errs = append(errs, fmt.Errorf("--node-status-report-frequency (%s) must be positive", d.NodeStatusReportFrequency))
 	}
 	if host, port, err := net.SplitHostPort(d.KubeletAddress); err != nil {
 		errs = append(errs, fmt.Errorf("--kubelet-address %q: must be host:port: %w", d.KubeletAddress, err))

@@ -40,6 +40,7 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "threshold", opts: named(Options{FailureThreshold: -1}), wantErr: []string{"--health-check-failure-threshold (-1) must be at least 1"}},
 		{name: "remote scope", opts: named(Options{RemoteScope: "everywhere"}), wantErr: []string{`--remote-scope "everywhere" must be auto, cluster or namespace`}},
 		{name: "lease", opts: named(Options{LeaseDurationSeconds: 3}), wantErr: []string{"--lease-duration-seconds (3) must be at least 4"}},
+		{name: "status report", opts: named(Options{NodeStatusReportFrequency: -time.Second}), wantErr: []string{"--node-status-report-frequency (-1s) must be positive"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,7 +65,7 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestOptionsDefaults(t *testing.T) {
 	d := Options{}.withDefaults()
-	if d.HealthCheckPeriod != 10*time.Second || d.HealthCheckTimeout != 5*time.Second || d.FailureThreshold != 3 || d.LeaseDurationSeconds != 40 {
+	if d.HealthCheckPeriod != 10*time.Second || d.HealthCheckTimeout != 5*time.Second || d.FailureThreshold != 3 || d.LeaseDurationSeconds != 40 || d.NodeStatusReportFrequency != 5*time.Minute {
 		t.Errorf("defaults = %+v", d)
 	}
 	if d := (Options{HealthCheckPeriod: 2 * time.Second}).withDefaults(); d.HealthCheckTimeout != 2*time.Second {

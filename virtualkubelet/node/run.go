@@ -141,7 +141,8 @@ func Run(ctx context.Context, local *rest.Config, opts Options) error {
 	}
 	r.pushed = node
 	nc, err := vknode.NewNodeController(r, node.DeepCopy(), kube.CoreV1().Nodes(),
-		vknode.WithNodeEnableLeaseV1(kube.CoordinationV1().Leases(corev1.NamespaceNodeLease), opts.LeaseDurationSeconds))
+		vknode.WithNodeEnableLeaseV1(kube.CoordinationV1().Leases(corev1.NamespaceNodeLease), opts.LeaseDurationSeconds),
+		vknode.WithNodeStatusUpdateInterval(opts.NodeStatusReportFrequency))
 	if err != nil {
 		return fmt.Errorf("set up node controller of node %s: %w", node.Name, err)
 	}
