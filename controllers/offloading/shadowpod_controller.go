@@ -165,6 +165,10 @@ func (r *ShadowPodReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	})
 }
 
+// recordSyncRetry is how soon a ShadowPod whose pod must be created is
+// looked at again while the pod record takes in the cache's first list.
+const recordSyncRetry = 100 * time.Millisecond
+
 // hadPod tells whether sp has had a real pod: its status says so (a status
 // written since its first pod, or by an earlier ferry that wrote one at
 // each creation), the consumer's virtual kubelet saw the pod go
@@ -262,6 +266,11 @@ func (r *ShadowPodReconciler) createPod(ctx context.Context, sp *ferryv1alpha1.S
 			setCreated(st, sp.Generation, metav1.ConditionFalse, ReasonPodCompleted,
 				fmt.Sprintf("the pod ended %s with restartPolicy %s and is not created again", sp.Status.Phase, restartPolicy(sp)))
 		})
+	}
+	if r.pods != nil && !r.pods.ready() {
+		// A restarted process whose record has not taken in the first list
+		// yet: the pod missing now may be one it lists, deleted since.
+		return ctrl.Result{RequeueAfter: recordSyncRetry}, nil
 	}
 	recreation := r.hadPod(sp)
 	pod, err := PodFor(sp, r.Scheme())

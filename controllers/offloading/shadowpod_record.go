@@ -29,6 +29,10 @@ import (
 type podRecord struct {
 	mu   sync.Mutex
 	uids map[types.UID]struct{}
+	// synced tells whether the record has taken in the pod informer's first
+	// list (nil: it has, as in tests that feed it by hand). The cache's own
+	// sync does not say so: each handler receives its events on its own.
+	synced func() bool
 }
 
 func newPodRecord() *podRecord { return &podRecord{uids: map[types.UID]struct{}{}} }
@@ -54,6 +58,9 @@ func (p *podRecord) mark(uid types.UID) {
 	defer p.mu.Unlock()
 	p.uids[uid] = struct{}{}
 }
+
+// ready says whether the record holds every pod of the cache's first list.
+func (p *podRecord) ready() bool { return p.synced == nil || p.synced() }
 
 func (p *podRecord) had(uid types.UID) bool {
 	p.mu.Lock()
@@ -81,13 +88,15 @@ func (p *podRecord) watch(ctx context.Context, c cache.Cache) error {
 	if err != nil {
 		return fmt.Errorf("pod informer: %w", err)
 	}
-	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	reg, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    p.saw,
 		UpdateFunc: func(_, cur any) { p.saw(cur) },
 		DeleteFunc: p.saw,
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("pod informer: %w", err)
 	}
+	p.synced = reg.HasSynced
 	sps, err := c.GetInformer(ctx, &ferryv1alpha1.ShadowPod{})
 	if err != nil {
 		return fmt.Errorf("ShadowPod informer: %w", err)

@@ -152,3 +152,32 @@ func TestPodRecordMarksOnlyShadowPodsPods(t *testing.T) {
 		t.Error("a released ShadowPod stays recorded")
 	}
 }
+
+// Until the record has taken in the pod informer's first list (its handler
+// gets the events on its own, after the cache says it is synced), a
+// ShadowPod whose pod is missing is looked at again, not given a pod that
+// may wrongly count as a first one.
+func TestNoPodCreatedBeforeTheRecordHasTheFirstList(t *testing.T) {
+	sp := fenceTestShadowPod()
+	c := fake.NewClientBuilder().WithScheme(ferryscheme.Scheme()).WithObjects(sp).WithStatusSubresource(sp).Build()
+	rec := newPodRecord()
+	synced := false
+	rec.synced = func() bool { return synced }
+	r := &ShadowPodReconciler{Client: c, pods: rec}
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(sp)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(sp), &pod); err == nil {
+		t.Fatal("a pod was created before the record had the first list")
+	}
+	if res.RequeueAfter != recordSyncRetry {
+		t.Fatalf("requeued after %s, want %s", res.RequeueAfter, recordSyncRetry)
+	}
+	synced = true
+	reconcileOnce(t, r, sp)
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(sp), &pod); err != nil {
+		t.Fatalf("no pod once the record is synced: %v", err)
+	}
+}
