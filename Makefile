@@ -58,6 +58,8 @@ SCALE_STEADY ?= 10m
 SCALE_CURVE ?= 1x1000/10,1x3000/30,1x3000/100,1x10000/100,3x3000/30,10x10000/100
 CURVE_STEADY ?= 2m
 SCALE_PREDICT ?= 100x100000/1000
+# bench-offload-restarts: pods Running when ferry's processes are killed and the provider's API server stopped.
+RESTART_PODS ?= 3000
 # bench-storage: StatefulSet pods with a claim each, offloaded vs. direct, and pods per set.
 STORAGE_PODS ?= 200
 STORAGE_REPLICAS ?= 10
@@ -195,6 +197,10 @@ ifneq ($(FIT),)
 else
 	$(GO) run ./test/cmd/bench-offload -curve $(SCALE_CURVE) -namespaces $(SCALE_NAMESPACES) -concurrency $(CONCURRENCY) -steady $(CURVE_STEADY) -predict $(SCALE_PREDICT) -timeout 12h
 endif
+
+.PHONY: bench-offload-restarts
+bench-offload-restarts: testbed ## With RESTART_PODS=3000 offloaded pods Running (ferry-controller-manager a process per cluster): SIGKILL the virtual kubelet, then the consumer's and the provider's controller managers, then stop the provider's API server for 20 s; a RESULT restart line each (convergence, Lease wait, LIST/WATCH requests, pods recreated or lost by UID, memory peak) (≈ 10 min at 3000).
+	$(GO) run ./test/cmd/bench-offload -scale -pods $(RESTART_PODS) -restarts -timeout 1h
 
 .PHONY: bench-storage
 bench-storage: testbed ## StatefulSet pods with a claim each (STORAGE_PODS=200, STORAGE_REPLICAS=10 per set), claims offloaded through the ferry storage class vs. the same sets direct in the provider; prints each step's share of a claim's time to Running; ends with a RESULT line (p99_ratio, requests_per_pod_direct and requests_per_pod_offload_provider/_consumer among its keys).

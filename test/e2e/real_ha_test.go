@@ -199,11 +199,16 @@ func realGatewayFailover(ctx context.Context) {
 			Should(BeTemporally(">", killed.Add(50*time.Millisecond)), "no answer within 10 s of killing %s's active gateway %s", side.Name, active)
 		time.Sleep(2 * time.Second)
 		pause := longestGap(killed)
-		pod, holder := activeGatewayPod(ctx, side)
-		if !kill {
-			Expect(holder).NotTo(Equal(active), "the passive replica took over from the deleted pod")
-		}
-		Expect(pod).To(Equal(holder), "the Service selects the holder's pod, and no other")
+		// The Service's endpoints follow the new holder a moment after the
+		// traffic does when the machine is loaded.
+		Eventually(func(g Gomega) {
+			pod, holder := activeGatewayPod(ctx, side)
+			if !kill {
+				g.Expect(holder).NotTo(Equal(active), "the passive replica took over from the deleted pod")
+			}
+			g.Expect(pod).To(Equal(holder), "the Service selects the holder's pod, and no other")
+		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		_, holder := activeGatewayPod(ctx, side)
 		// The new active publishes itself in the NetworkConfig's status,
 		// which can come a little after traffic resumed under load.
 		Eventually(func(g Gomega) {
