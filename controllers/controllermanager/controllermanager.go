@@ -143,15 +143,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: ferryscheme.Scheme(),
-		// Credentials live in ferry-system: cache (and be allowed to read)
-		// no other Secrets.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{ferryv1alpha1.SystemNamespace: {}}},
-			// Only consumers' Leases (labelled by the Fencer), not every
-			// node's heartbeat.
-			&coordinationv1.Lease{}: {Label: consumerLeases},
-		}},
+		Scheme:                  ferryscheme.Scheme(),
+		Cache:                   cacheOptions(),
 		Metrics:                 metricsOptions(opts.MetricsAddr, opts.MetricsSecure),
 		HealthProbeBindAddress:  opts.HealthAddr,
 		Controller:              config.Controller{SkipNameValidation: ptr.To(opts.SeveralPerProcess)},
@@ -314,4 +307,24 @@ func metricsOptions(addr string, secure bool) metricsserver.Options {
 		return metricsserver.Options{BindAddress: addr}
 	}
 	return metricsserver.Options{BindAddress: addr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
+}
+
+// cacheOptions are the manager's cache's.
+func cacheOptions() cache.Options {
+	return cache.Options{
+		// No controller reads managed fields, and they are about a third of
+		// a pod in memory: a provider's manager caches every pod of its
+		// cluster (grants) and every ShadowPod, 0.9 GB at 10,000 offloaded
+		// pods. An update built from a cached object without them leaves the
+		// server's as they are (omitted, not emptied).
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			// Credentials live in ferry-system: cache (and be allowed to
+			// read) no other Secrets.
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{ferryv1alpha1.SystemNamespace: {}}},
+			// Only consumers' Leases (labelled by the Fencer), not every
+			// node's heartbeat.
+			&coordinationv1.Lease{}: {Label: consumerLeases},
+		},
+	}
 }
