@@ -19,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 go=${GO:-go}
-timeout=${TEST_TIMEOUT:-50m}
+timeout=${TEST_TIMEOUT:-65m}
 read -r -a flags <<<"${GOTESTFLAGS:-}"
 no_race=${NO_RACE:?NO_RACE: the packages not run with -race}
 lane_a_labels=${E2E_LANE_A:-real || fabric || demo}
