@@ -95,11 +95,6 @@ type scaleBed struct {
 	// auditLogs are the API servers' audit logs of writes, by cluster
 	// name, when the run has a window at rest.
 	auditLogs map[string]string
-
-	mu sync.Mutex
-	// restarts counts the exits of each cluster's controller manager,
-	// which supervise started again.
-	restarts map[string]int
 }
 
 func (b *scaleBed) clusters() []*testbed.Cluster {
@@ -146,7 +141,7 @@ func RunScale(ctx context.Context, opts ScaleOptions) (err error) {
 	}
 	say := progress(opts.Out)
 	perProvider := (opts.Pods + opts.Providers - 1) / opts.Providers
-	bed := &scaleBed{auditLogs: map[string]string{}, restarts: map[string]int{}}
+	bed := &scaleBed{auditLogs: map[string]string{}}
 	clusterOpts := []testbed.Options{consumerOptions(false)}
 	for i := 1; i <= opts.Providers; i++ {
 		o := providerOptions(perProvider, false)

@@ -12,20 +12,24 @@ import (
 	"github.com/ferry-io/ferry/controllers/peering"
 )
 
-// supervisePeriod is how often the supervisor looks for an exited
-// controller manager.
+// supervisePeriod is how often the controller managers' exits are looked
+// for.
 const supervisePeriod = time.Second
 
-// supervise starts again, as a Deployment would, every controller manager
-// that exits on its own (one that cannot renew its Lease in time, on an
-// overloaded machine, exits), until the returned stop is called; each
-// exit is counted in b.restarts and said with the end of its log.
+// supervise says, with the end of its log, each exit of a controller
+// manager on its own (one that cannot renew its Lease in time, on an
+// overloaded machine, exits; its ferryProcess starts it again, as a
+// Deployment would) until the returned stop is called.
 func (b *scaleBed) supervise(ctx context.Context, say func(string, ...any)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		tick := time.NewTicker(supervisePeriod)
 		defer tick.Stop()
+		seen := map[string]int{}
+		for name, cm := range b.cms() {
+			seen[name] = cm.Exits()
+		}
 		for {
 			select {
 			case <-ctx.Done():
@@ -33,15 +37,9 @@ func (b *scaleBed) supervise(ctx context.Context, say func(string, ...any)) (sto
 			case <-tick.C:
 			}
 			for name, cm := range b.cms() {
-				if cm.PID() != 0 {
-					continue
-				}
-				b.mu.Lock()
-				b.restarts[name]++
-				b.mu.Unlock()
-				say("ferry-controller-manager of %s exited; starting it again; its log ended with:\n%s", name, logTail(cm.LogPath(), 4096))
-				if err := cm.Start(ctx); err != nil && ctx.Err() == nil {
-					say("ferry-controller-manager of %s: %v", name, err)
+				if n := cm.Exits(); n > seen[name] {
+					seen[name] = n
+					say("ferry-controller-manager of %s exited (%d in all) and is started again; its log ended with:\n%s", name, n, logTail(cm.LogPath(), 4096))
 				}
 			}
 		}
@@ -63,13 +61,12 @@ func (b *scaleBed) cms() map[string]*ferryProcess {
 	return out
 }
 
-// restartCount is how many times the controller managers exited, in all.
+// restartCount is how many times the controller managers exited on their
+// own (and were started again), in all.
 func (b *scaleBed) restartCount() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	n := 0
-	for _, r := range b.restarts {
-		n += r
+	for _, cm := range b.cms() {
+		n += cm.Exits()
 	}
 	return n
 }
