@@ -455,50 +455,13 @@ func runRestartScale(ctx context.Context, opts ScaleOptions) (err error) {
 		clusterOpts = append(clusterOpts, o)
 	}
 	say("starting clusters: consumer and %d providers", opts.Providers)
-	clusters, err := testbed.StartClusters(ctx, clusterOpts...)
+	pb, err := startPeeredBed(ctx, opts.RepoRoot, clusterOpts, opts.ClusterRead, say)
 	if err != nil {
 		return err
 	}
-	b := &restartBed{consumer: clusters[0], providers: clusters[1:], pods: opts.Pods}
-	defer func() {
-		for _, c := range clusters {
-			err = errors.Join(err, c.Stop())
-		}
-	}()
-	for _, c := range clusters {
-		if err := c.ApplyKustomization(ctx, filepath.Join(opts.RepoRoot, "manifests", "base")); err != nil {
-			return err
-		}
-	}
-	say("building ferry-controller-manager and ferry-virtual-kubelet")
-	bins, remove, err := buildFerryBinaries(ctx, opts.RepoRoot)
-	if err != nil {
-		return err
-	}
-	defer remove()
-	if b.consumerCM, err = startFerryProcess(ctx, b.consumer, consumerID, bins); err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, b.consumerCM.Stop()) }()
-	var ids []ferryv1alpha1.ClusterID
-	for i, p := range b.providers {
-		id := scaleProviderID(i + 1)
-		cm, err := startFerryProcess(ctx, p, id, bins)
-		if err != nil {
-			return err
-		}
-		b.providerCMs, ids = append(b.providerCMs, cm), append(ids, id)
-		defer func() { err = errors.Join(err, cm.Stop()) }()
-		if opts.ClusterRead {
-			if err := grantClusterRead(ctx, p); err != nil {
-				return err
-			}
-		}
-		say("peering with %s", id)
-		if err := peer(ctx, b.consumer, p); err != nil {
-			return err
-		}
-	}
+	defer func() { err = errors.Join(err, pb.stop()) }()
+	b := &restartBed{consumer: pb.consumer, providers: pb.providers, consumerCM: pb.consumerCM, providerCMs: pb.providerCMs, pods: opts.Pods}
+	ids := pb.ids
 	for i := range opts.Namespaces {
 		ns := fmt.Sprintf("scale-%03d", i)
 		if _, err := offloadNamespaceTo(ctx, b.consumer, ns, ids...); err != nil {

@@ -164,50 +164,13 @@ func RunScale(ctx context.Context, opts ScaleOptions) (err error) {
 		}
 	}
 	say("starting clusters: consumer and %d providers (%d nodes of %d pods each)", opts.Providers, providerNodes, podsPerNode(perProvider))
-	clusters, err := testbed.StartClusters(ctx, clusterOpts...)
+	pb, err := startPeeredBed(ctx, opts.RepoRoot, clusterOpts, opts.ClusterRead, say)
 	if err != nil {
 		return err
 	}
-	bed.consumer, bed.providers = clusters[0], clusters[1:]
-	defer func() {
-		for _, c := range clusters {
-			err = errors.Join(err, c.Stop())
-		}
-	}()
-	for _, c := range clusters {
-		if err := c.ApplyKustomization(ctx, filepath.Join(opts.RepoRoot, "manifests", "base")); err != nil {
-			return err
-		}
-	}
-	say("building ferry-controller-manager and ferry-virtual-kubelet")
-	bins, removeBins, err := buildFerryBinaries(ctx, opts.RepoRoot)
-	if err != nil {
-		return err
-	}
-	defer removeBins()
-
-	if bed.consumerCM, err = startFerryProcess(ctx, bed.consumer, consumerID, bins); err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, bed.consumerCM.Stop()) }()
-	for i, p := range bed.providers {
-		id := scaleProviderID(i + 1)
-		cm, err := startFerryProcess(ctx, p, id, bins)
-		if err != nil {
-			return err
-		}
-		bed.ids, bed.providerCMs = append(bed.ids, id), append(bed.providerCMs, cm)
-		defer func() { err = errors.Join(err, cm.Stop()) }()
-		if opts.ClusterRead {
-			if err := grantClusterRead(ctx, p); err != nil {
-				return err
-			}
-		}
-		say("peering with %s", id)
-		if err := peer(ctx, bed.consumer, p); err != nil {
-			return err
-		}
-	}
+	defer func() { err = errors.Join(err, pb.stop()) }()
+	bed.consumer, bed.providers, bed.consumerCM, bed.providerCMs, bed.ids = pb.consumer, pb.providers, pb.consumerCM, pb.providerCMs, pb.ids
+	clusters := bed.clusters()
 
 	stopSupervising := bed.supervise(ctx, say)
 	defer stopSupervising()
