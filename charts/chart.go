@@ -26,7 +26,7 @@ import (
 )
 
 // ReleaseName is the Helm release the chart is rendered as (and the name
-// the README's helm commands use).
+// docs/getting-started/install.md's helm commands use).
 const ReleaseName = "ferry"
 
 // Namespace is where ferry runs: its components expect ferry-system, and the

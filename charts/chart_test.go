@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// valueSets are the value sets the README documents; each must lint and
+// valueSets are the value sets docs/getting-started/install.md documents; each must lint and
 // render.
 var valueSets = map[string]map[string]any{
 	"defaults":     {"clusterID": "c1"},

@@ -13,7 +13,7 @@ import (
 )
 
 // privileged are the workloads PodSecurity restricted cannot admit, as the
-// README's security section says: the gateway (NET_ADMIN, NET_RAW, a tun
+// docs/operations/security.md says: the gateway (NET_ADMIN, NET_RAW, a tun
 // device) and the route agent (host network, root, NET_ADMIN).
 var privileged = map[string]bool{"ferry-gateway": true, "ferry-route-agent": true}
 
@@ -57,7 +57,7 @@ func TestWorkloadsAreProbedRequestedAndRestricted(t *testing.T) {
 			err := podsecurity.Check(ferryv1alpha1.PodSecurityRestricted, &meta, &spec)
 			switch {
 			case privileged[o.GetName()] && err == nil:
-				t.Errorf("%s is admitted by PodSecurity restricted: drop it from privileged and from the README's list of exceptions", what)
+				t.Errorf("%s is admitted by PodSecurity restricted: drop it from privileged and from docs/operations/security.md's list of exceptions", what)
 			case !privileged[o.GetName()] && err != nil:
 				t.Errorf("%s: %v", what, err)
 			}

@@ -40,8 +40,8 @@ type Fencing struct {
 	// node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, so that
 	// their pods (StatefulSet pods too) are deleted and run elsewhere. Off
 	// by default: it is safe only while the provider's controller manager
-	// can reach its own API server to fence (see the README's "Failover and
-	// fencing"), and it is applied only when the provider's Lease says it
+	// can reach its own API server to fence (see "Failover and fencing" in
+	// docs/operations/failure-behaviour.md), and it is applied only when the provider's Lease says it
 	// self-fences.
 	// +optional
 	OutOfService bool `json:"outOfService,omitempty"`

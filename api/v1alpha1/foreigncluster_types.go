@@ -146,7 +146,7 @@ type ForeignClusterSpec struct {
 	NodePools *NodePools `json:"nodePools,omitempty"`
 
 	// Fencing: the consumer's Lease on the provider, self-fencing and
-	// out-of-service failover (README "Failover and fencing").
+	// out-of-service failover (docs/operations/failure-behaviour.md, "Failover and fencing").
 	// +kubebuilder:default={}
 	// +optional
 	Fencing Fencing `json:"fencing"`

@@ -155,7 +155,7 @@ func consumerRules(consumer ferryv1alpha1.ClusterID) []rbacv1.PolicyRule {
 		{APIGroups: []string{ferryv1alpha1.GroupVersion.Group}, Resources: []string{"networkconfigs/status"}, ResourceNames: []string{string(consumer)}, Verbs: []string{"update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{ferryv1alpha1.ConsumerServiceAccount}, Verbs: []string{"create"}},
 		// The consumer renews its Lease, which the provider's Fencer made
-		// (README "Failover and fencing").
+		// (docs/operations/failure-behaviour.md, "Failover and fencing").
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{ferryv1alpha1.ConsumerLeaseName}, Verbs: []string{"get", "update"}},
 	}
 }

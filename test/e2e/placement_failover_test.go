@@ -432,7 +432,7 @@ var _ = Describe("Failover and fencing", Label("placement", "chaos", "failover")
 		// While A's API server was down its pods could not be seen; they
 		// count as running, so the replacements overlap them from the
 		// failover until A's return: what a provider without its API
-		// server cannot prevent (README "Failover and fencing").
+		// server cannot prevent (docs/operations/failure-behaviour.md, "Failover and fencing").
 		AddReportEntry("API server down: samples with A's last known copies beside their replacements", fmt.Sprint(len(overlaps)))
 	})
 })

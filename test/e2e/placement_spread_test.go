@@ -68,7 +68,7 @@ var _ = Describe("Placement: spread across clusters, RuntimeClass ferry", Label(
 		return pods.Items
 	}
 	// spread is a Deployment of replicas pods spread over clusters: the
-	// constraint README "Spread across clusters" documents.
+	// constraint docs/usage/placement.md "Spread across clusters" documents.
 	spread := func(ns, name string, replicas int32) *appsv1.Deployment {
 		d := deployment(ns, name, replicas, corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}}}}})

@@ -87,8 +87,8 @@ func StartClusters(ctx context.Context, u *testbed.Underlay, archives ...string)
 // the images are; the network fabric's gateway and route agent on (off by
 // default); and the gateway Service's type, a NodePort, since the test bed,
 // like a kubeadm cluster on bare metal, has no load balancer (the default
-// LoadBalancer would stay pending, and the gateway with it, as README's
-// fabric section says).
+// LoadBalancer would stay pending, and the gateway with it, as
+// docs/concepts/network-fabric.md says).
 func InstallSets() []string {
 	return []string{
 		"images.registry=" + ImageRegistry,

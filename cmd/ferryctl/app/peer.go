@@ -80,7 +80,7 @@ type PeerOptions struct {
 	// NodePoolLabel splits the provider's nodes into pools by this node
 	// label, one virtual node per pool; empty: one virtual node.
 	NodePoolLabel string
-	// Fencing is the peering's fencing (README "Failover and fencing"):
+	// Fencing is the peering's fencing (docs/operations/failure-behaviour.md, "Failover and fencing"):
 	// selfFencing goes on the provider's ForeignCluster for the consumer,
 	// the rest on the consumer's for the provider. Zero keeps the defaults.
 	Fencing ferryv1alpha1.Fencing

@@ -42,7 +42,7 @@ func (d *discoveredPeer) check(cmd *cobra.Command, _ []string) error {
 		return nil
 	}
 	if kubeconfig, _ := f.GetString("provider-kubeconfig"); kubeconfig == "" {
-		return fmt.Errorf("--discovered %q: needs --provider-kubeconfig: discovery gives the provider's endpoint and CA fingerprint, not credentials; ask the provider's admin for a kubeconfig (see README, Peering two clusters)", d.name)
+		return fmt.Errorf("--discovered %q: needs --provider-kubeconfig: discovery gives the provider's endpoint and CA fingerprint, not credentials; ask the provider's admin for a kubeconfig (see docs/usage/peer.md)", d.name)
 	}
 	if reissue, _ := f.GetBool("reissue-credential"); reissue {
 		return errors.New("--discovered: not with --reissue-credential (the peering knows its provider)")

@@ -39,7 +39,7 @@ pod to pod, pod to Service by DNS name, the offloaded pod to this cluster's
 API server (kubernetes.default), a UDP datagram of the path MTU and a 64 KiB
 HTTP request, and prints one row per check with its latency and, for a
 failure, its cause: gateway not running, tunnel down, NAT missing, DNS, MTU,
-no route (see README "Checking the fabric"). It exits non-zero when a check
+no route (see docs/usage/network-checks.md). It exits non-zero when a check
 fails.
 
 Everything it makes (a namespace labelled ferry.io/test-network, its

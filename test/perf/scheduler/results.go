@@ -1,5 +1,5 @@
 // Package scheduler holds ferry's scheduler_perf benchmark (`make
-// bench-scheduler`, see README.md): kube-scheduler's own scheduler_perf
+// bench-scheduler`, see docs/development/benchmarks.md): kube-scheduler's own scheduler_perf
 // harness runs performance-config.yaml with ferry's plugins registered, and
 // this file turns the data items it writes into RESULT lines: throughput of
 // each workload, the two ratios ferry is held to, and the p99 duration of
