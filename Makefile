@@ -130,6 +130,7 @@ generate: ## Regenerate deepcopy code, CRD manifests (api/), RBAC roles (control
 	$(GO) tool controller-gen rbac:roleName=ferry-webhook paths=./webhooks/... output:rbac:artifacts:config=manifests/rbac/webhook
 	$(GO) tool controller-gen rbac:roleName=ferry-gateway paths=./fabric/gateway/... output:rbac:artifacts:config=manifests/rbac/gateway
 	$(GO) run ./hack/chartgen -manifests manifests -templates charts/ferry/templates
+	$(GO) run ./hack/docgen -out docs/reference -crds manifests/crds -chart charts/ferry
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files differ from what `make generate` writes.

@@ -8,20 +8,21 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
+	"github.com/ferry-io/ferry/cmd/ferry-controller-manager/app"
 	"github.com/ferry-io/ferry/controllers/peering"
 )
 
 // A provider's controller manager needs no virtual kubelet image: only a
 // consumer runs virtual kubelets, and its launcher says so when it must.
 func TestDeploymentModeStartsWithoutAVirtualKubeletImage(t *testing.T) {
-	l, err := newLauncher(flags{vkMode: "deployment"}, &rest.Config{Host: "https://127.0.0.1:1"})
+	l, err := newLauncher(app.Flags{VKMode: "deployment"}, &rest.Config{Host: "https://127.0.0.1:1"})
 	if err != nil {
 		t.Fatalf("newLauncher without --virtual-kubelet-image = %v, want a launcher", err)
 	}
 	if d, ok := l.(*peering.DeploymentLauncher); !ok || d.Image != "" {
 		t.Fatalf("launcher %#v, want a DeploymentLauncher without an image", l)
 	}
-	if _, err := newLauncher(flags{vkMode: "pods"}, &rest.Config{Host: "https://127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), "--virtual-kubelet-mode") {
+	if _, err := newLauncher(app.Flags{VKMode: "pods"}, &rest.Config{Host: "https://127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), "--virtual-kubelet-mode") {
 		t.Errorf("newLauncher of mode pods = %v, want an error naming --virtual-kubelet-mode", err)
 	}
 }
@@ -30,15 +31,15 @@ func TestDeploymentModeStartsWithoutAVirtualKubeletImage(t *testing.T) {
 // virtualKubelet.extraArgs) reaches the virtual kubelet whole: pflag's
 // string slices would split it at its commas into flags of their own.
 func TestVirtualKubeletArgKeepsCommas(t *testing.T) {
-	var f flags
+	var f app.Flags
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	f.register(fs)
+	f.Register(fs)
 	arg := "--reflection-policy=secrets=AllowList,configmaps=AllowList"
 	if err := fs.Parse([]string{"--virtual-kubelet-arg=" + arg, "--virtual-kubelet-arg=--health-check-period=5s"}); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{arg, "--health-check-period=5s"}; !slices.Equal(f.vkArgs, want) {
-		t.Errorf("virtual kubelet args %q, want %q", f.vkArgs, want)
+	if want := []string{arg, "--health-check-period=5s"}; !slices.Equal(f.VKArgs, want) {
+		t.Errorf("virtual kubelet args %q, want %q", f.VKArgs, want)
 	}
 }
 
@@ -46,9 +47,9 @@ func TestVirtualKubeletArgKeepsCommas(t *testing.T) {
 // chart passes images.pullPolicy and images.pullSecrets); bad ones are
 // refused, naming the flag.
 func TestVirtualKubeletPullPolicyAndSecrets(t *testing.T) {
-	var f flags
+	var f app.Flags
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	f.register(fs)
+	f.Register(fs)
 	if err := fs.Parse([]string{"--virtual-kubelet-image=registry.example.com/ferry-virtual-kubelet:v1",
 		"--virtual-kubelet-image-pull-policy=Always", "--virtual-kubelet-image-pull-secret=regcred", "--virtual-kubelet-image-pull-secret=other"}); err != nil {
 		t.Fatal(err)
@@ -61,9 +62,9 @@ func TestVirtualKubeletPullPolicyAndSecrets(t *testing.T) {
 	if d.PullPolicy != "Always" || !slices.Equal(d.PullSecrets, []string{"regcred", "other"}) {
 		t.Errorf("launcher pull policy %q, secrets %v; want Always, [regcred other]", d.PullPolicy, d.PullSecrets)
 	}
-	for flag, bad := range map[string]flags{
-		"--virtual-kubelet-image-pull-policy": {vkMode: "deployment", vkPullPolicy: "Sometimes"},
-		"--virtual-kubelet-image-pull-secret": {vkMode: "deployment", vkPullSecrets: []string{"Not_A_Name"}},
+	for flag, bad := range map[string]app.Flags{
+		"--virtual-kubelet-image-pull-policy": {VKMode: "deployment", VKPullPolicy: "Sometimes"},
+		"--virtual-kubelet-image-pull-secret": {VKMode: "deployment", VKPullSecrets: []string{"Not_A_Name"}},
 	} {
 		if _, err := newLauncher(bad, &rest.Config{Host: "https://127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("newLauncher(%+v) = %v, want an error naming %s", bad, err, flag)

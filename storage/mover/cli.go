@@ -26,6 +26,43 @@ const usage = `usage:
 serve and fetch read a shared secret from $FERRY_MOVER_TOKEN when it is set.
 `
 
+// Commands are the subcommands taking flags, as the usage lists them.
+var Commands = []string{"serve", "fetch", "relay"}
+
+// FlagSet is the command line of subcommand cmd (one of Commands), nil for
+// any other: exactly the flags Main parses after it.
+func FlagSet(cmd string) *pflag.FlagSet {
+	var f cliFlags
+	return f.flagSet(cmd)
+}
+
+// cliFlags are the values of the subcommands' flags.
+type cliFlags struct {
+	dir, listen, from, to, termLog string
+	connectTimeout, idleTimeout    time.Duration
+}
+
+func (f *cliFlags) flagSet(cmd string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(Name+" "+cmd, pflag.ContinueOnError)
+	switch cmd {
+	case "serve":
+		fs.StringVar(&f.dir, "dir", "", "directory whose tree is served, read-only (required)")
+		fs.StringVar(&f.listen, "listen", fmt.Sprintf(":%d", DefaultPort), "TCP address to serve on")
+	case "fetch":
+		fs.StringVar(&f.dir, "dir", "", "directory emptied, then filled with the served tree (required)")
+		fs.StringVar(&f.from, "from", "", "HOST:PORT of the serve (or relay) to copy from (required)")
+		fs.StringVar(&f.termLog, "termination-log", "/dev/termination-log", "file written with the result (JSON) or the reason of a failure (one line); empty: none")
+		fs.DurationVar(&f.connectTimeout, "connect-timeout", 2*time.Minute, "how long to keep trying to reach --from before the copy starts")
+		fs.DurationVar(&f.idleTimeout, "idle-timeout", 2*time.Minute, "fail when nothing comes from --from for this long once the copy has started")
+	case "relay":
+		fs.StringVar(&f.listen, "listen", fmt.Sprintf(":%d", DefaultPort), "TCP address to accept connections on")
+		fs.StringVar(&f.to, "to", "", "HOST:PORT every connection is relayed to (required)")
+	default:
+		return nil
+	}
+	return fs
+}
+
 // Main runs the program with args (without the program's name) and
 // returns its exit status: 0 on success (serve and relay: when ctx ends),
 // 1 on failure, 2 on a usage error. Logs go to stderr, progress lines to
@@ -37,33 +74,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmd, args := args[0], args[1:]
-	fs := pflag.NewFlagSet(Name+" "+cmd, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var dir, listen, from, to, termLog string
-	var connectTimeout, idleTimeout time.Duration
 	switch cmd {
-	case "serve":
-		fs.StringVar(&dir, "dir", "", "directory whose tree is served, read-only (required)")
-		fs.StringVar(&listen, "listen", fmt.Sprintf(":%d", DefaultPort), "TCP address to serve on")
-	case "fetch":
-		fs.StringVar(&dir, "dir", "", "directory emptied, then filled with the served tree (required)")
-		fs.StringVar(&from, "from", "", "HOST:PORT of the serve (or relay) to copy from (required)")
-		fs.StringVar(&termLog, "termination-log", "/dev/termination-log", "file written with the result (JSON) or the reason of a failure (one line); empty: none")
-		fs.DurationVar(&connectTimeout, "connect-timeout", 2*time.Minute, "how long to keep trying to reach --from before the copy starts")
-		fs.DurationVar(&idleTimeout, "idle-timeout", 2*time.Minute, "fail when nothing comes from --from for this long once the copy has started")
-	case "relay":
-		fs.StringVar(&listen, "listen", fmt.Sprintf(":%d", DefaultPort), "TCP address to accept connections on")
-		fs.StringVar(&to, "to", "", "HOST:PORT every connection is relayed to (required)")
 	case "--version", "version":
 		fmt.Fprintln(stdout, Name, version.Get().String())
 		return 0
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
-	default:
+	}
+	var fl cliFlags
+	fs := fl.flagSet(cmd)
+	if fs == nil {
 		fmt.Fprintf(stderr, "unknown command %q\n%s", cmd, usage)
 		return 2
 	}
+	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -74,11 +99,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s takes no arguments, got %q\n", cmd, fs.Args())
 		return 2
 	}
-	for _, req := range []struct{ flag, val string }{{"dir", dir}, {"from", from}, {"to", to}} {
+	for _, req := range []struct{ flag, val string }{{"dir", fl.dir}, {"from", fl.from}, {"to", fl.to}} {
 		if fs.Lookup(req.flag) != nil && req.val == "" {
 			fmt.Fprintf(stderr, "%s: --%s is required\n", cmd, req.flag)
 			if cmd == "fetch" {
-				_ = writeTermination(termLog, fmt.Sprintf("--%s is required", req.flag))
+				_ = writeTermination(fl.termLog, fmt.Sprintf("--%s is required", req.flag))
 			}
 			return 2
 		}
@@ -88,15 +113,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	switch cmd {
 	case "serve", "relay":
-		ln, err := Listen(ctx, listen)
+		ln, err := Listen(ctx, fl.listen)
 		if err != nil {
 			log.Error("cannot listen", "err", err)
 			return 1
 		}
 		if cmd == "serve" {
-			err = (&Server{Dir: dir, Token: os.Getenv(TokenEnv), Log: log}).Serve(ctx, ln)
+			err = (&Server{Dir: fl.dir, Token: os.Getenv(TokenEnv), Log: log}).Serve(ctx, ln)
 		} else {
-			err = (&Relay{To: to, Log: log}).Serve(ctx, ln)
+			err = (&Relay{To: fl.to, Log: log}).Serve(ctx, ln)
 		}
 		if err != nil {
 			log.Error("failed", "err", err)
@@ -105,7 +130,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	f := &Fetcher{Dir: dir, From: from, Token: os.Getenv(TokenEnv), Progress: stdout, ConnectTimeout: connectTimeout, IdleTimeout: idleTimeout, Log: log}
+	f := &Fetcher{Dir: fl.dir, From: fl.from, Token: os.Getenv(TokenEnv), Progress: stdout, ConnectTimeout: fl.connectTimeout, IdleTimeout: fl.idleTimeout, Log: log}
 	res, err := f.Fetch(ctx)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
@@ -115,13 +140,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			err = fmt.Errorf("interrupted (%w): %w", context.Cause(ctx), err)
 		}
 		log.Error("fetch failed", "err", err)
-		if werr := writeTermination(termLog, reasonLine(err)); werr != nil {
+		if werr := writeTermination(fl.termLog, reasonLine(err)); werr != nil {
 			log.Error("cannot record the failure", "err", werr)
 		}
 		return 1
 	}
 	msg, _ := json.Marshal(res)
-	if err := writeTermination(termLog, string(msg)); err != nil {
+	if err := writeTermination(fl.termLog, string(msg)); err != nil {
 		// Without its result the copy cannot be trusted by whoever
 		// started it: this is a failure too.
 		log.Error("cannot record the result", "err", err)
