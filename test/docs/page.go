@@ -2,6 +2,7 @@ package docs
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/yuin/goldmark/ast"
 	east "github.com/yuin/goldmark/extension/ast"
@@ -9,14 +10,25 @@ import (
 )
 
 // DocumentedReasons is every reason a Markdown page explains: the code
-// spans of the first cell of each table body row (`Reason` or
-// `ReasonA`, `ReasonB` when one explanation serves several).
+// spans of the first cell of each body row (`Reason` or `ReasonA`,
+// `ReasonB` when one explanation serves several) of the tables whose first
+// column is headed "Reason".
 func DocumentedReasons(src []byte) map[string]bool {
 	doc := markdown.Parser().Parse(text.NewReader(src))
 	out := map[string]bool{}
 	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if !entering {
+			return ast.WalkContinue, nil
+		}
+		if table, ok := n.(*east.Table); ok {
+			head, _ := table.FirstChild().(*east.TableHeader)
+			if head == nil || head.FirstChild() == nil || strings.TrimSpace(plainText(head.FirstChild(), src)) != "Reason" {
+				return ast.WalkSkipChildren, nil
+			}
+			return ast.WalkContinue, nil
+		}
 		row, ok := n.(*east.TableRow)
-		if !entering || !ok {
+		if !ok {
 			return ast.WalkContinue, nil
 		}
 		if cell := row.FirstChild(); cell != nil {

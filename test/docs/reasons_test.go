@@ -164,7 +164,8 @@ const pageFixture = "# Troubleshooting\n\nThe `NotInTable` reason is only mentio
 	"| `Moved` | the claim moved |\n" +
 	"| `OldEvent`, `NewEventf` | events |\n" +
 	"| `Gone` | the code no longer says it |\n" +
-	"| plain text | `InSecondCell` |\n"
+	"| plain text | `InSecondCell` |\n\n" +
+	"| Condition | Meaning |\n|---|---|\n| `ResourcesGranted` | another table's first column |\n"
 
 func TestCompareFixture(t *testing.T) {
 	documented := DocumentedReasons([]byte(pageFixture))
