@@ -273,6 +273,17 @@ func (r *ShadowPodReconciler) createPod(ctx context.Context, sp *ferryv1alpha1.S
 		return ctrl.Result{RequeueAfter: recordSyncRetry}, nil
 	}
 	recreation := r.hadPod(sp)
+	if recreation {
+		// A pod deleted from under a ShadowPod is rare, and the usual
+		// deleter is the consumer's virtual kubelet carrying a deletion
+		// whose ShadowPod this cache has not seen go yet (its watch may
+		// be relisting after this API server restarted): one read past
+		// the cache keeps the two from recreating and deleting the pod
+		// in a loop until then.
+		if gone, err := r.deletedMeanwhile(ctx, sp); err != nil || gone {
+			return ctrl.Result{}, err
+		}
+	}
 	pod, err := PodFor(sp, r.Scheme())
 	if err != nil {
 		return ctrl.Result{}, err

@@ -124,3 +124,40 @@ func TestShadowPodOfOtherConsumerNotFenced(t *testing.T) {
 		t.Fatalf("a pod of a consumer not fenced was deleted: %v", err)
 	}
 }
+
+// A ShadowPod whose pod was deleted, and which the API server shows
+// deleted while the cache does not yet, gets no new pod: the consumer's
+// virtual kubelet deletes the pod of a ShadowPod it deletes, and
+// recreating it from the stale cache loops (create, delete) until the
+// cache catches up.
+func TestPodDeletedWithItsShadowPodIsNotRecreatedFromAStaleCache(t *testing.T) {
+	ctx := context.Background()
+	sp := fenceTestShadowPod()
+	c := fake.NewClientBuilder().WithScheme(ferryscheme.Scheme()).WithObjects(sp).WithStatusSubresource(sp).Build()
+	r := &ShadowPodReconciler{Client: c, pods: newPodRecord()}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(sp)}); err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := c.Get(ctx, client.ObjectKeyFromObject(sp), &pod); err != nil {
+		t.Fatalf("no first pod: %v", err)
+	}
+	if err := c.Delete(ctx, &pod); err != nil {
+		t.Fatal(err)
+	}
+	r.APIReader = deletedReader{}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(sp)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(sp), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the pod of a ShadowPod the API server shows deleted was recreated (err %v)", err)
+	}
+	// A live ShadowPod still gets its pod back, counted.
+	r.APIReader = nil
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(sp)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := getShadowPod(t, c, sp); got.Status.Recreations != 1 {
+		t.Fatalf("recreations %d, want 1", got.Status.Recreations)
+	}
+}

@@ -168,6 +168,24 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 	}
 
+	// awaitProviderRunsPods waits until a pod created directly on the
+	// provider is scheduled and Running, and reports how long that took.
+	awaitProviderRunsPods := func(ctx context.Context) {
+		GinkgoHelper()
+		start := time.Now()
+		probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "scheduling-probe-", Namespace: metav1.NamespaceDefault},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "registry.example/probe:v1"}}}}
+		Expect(provider.Client.Create(ctx, probe)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(provider.Client.Delete(ctx, probe, client.GracePeriodSeconds(0)))).To(Succeed())
+		})
+		Eventually(func(g Gomega) {
+			g.Expect(provider.Client.Get(ctx, client.ObjectKeyFromObject(probe), probe)).To(Succeed())
+			g.Expect(probe.Status.Phase).To(Equal(corev1.PodRunning))
+		}).WithContext(ctx).WithTimeout(120*time.Second).WithPolling(250*time.Millisecond).Should(Succeed(), "a pod created on the provider runs")
+		AddReportEntry("the provider ran a pod of its own again after", time.Since(start).Round(10*time.Millisecond).String())
+	}
+
 	BeforeAll(func(ctx context.Context) {
 		clusters := framework.StartClusters(ctx,
 			testbed.Options{Name: "consumer", ControllerManager: true, Scheduler: true, Kwok: true, Nodes: []testbed.NodePool{{Name: "local", Count: 1}}},
@@ -508,6 +526,10 @@ var _ = Describe("Pod offloading", Label("offloading"), Ordered, func() {
 	})
 
 	It("evicts what does not tolerate an unreachable provider, runs it elsewhere, and removes the orphaned remote copies once the provider is back", Label("chaos"), func(ctx context.Context) {
+		// The specs before restarted the provider's API server: its
+		// kube-scheduler's watches list again with client-go's back-off (up
+		// to 30 s, doubled by jitter), and the pods below would wait for it.
+		awaitProviderRunsPods(ctx)
 		// The local node is cordoned while the pods are placed, so that they
 		// all land on the virtual node; the replacements then run locally.
 		var local corev1.Node
