@@ -121,7 +121,7 @@ node-packages: ## Install what the test bed's real nodes need from Debian when m
 	hack/install-node-packages.sh
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, CRD manifests (api/), RBAC roles (controllers' markers) and the Helm chart's templates (from manifests/).
+generate: ## Regenerate deepcopy code, CRD manifests (api/), RBAC roles (controllers' markers), the Helm chart's templates (from manifests/) and the reference pages in docs/reference (ferryctl CLI, API from the CRDs, Helm values from the chart schema, each component's flags).
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=manifests/crds
 	hack/crd-kustomization.sh manifests/crds
