@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -58,7 +59,9 @@ var _ = Describe("Examples", Label("examples"), Ordered, func() {
 				}
 			}
 			began := time.Now()
-			out, err := consumer.Kubectl(ctx, args...)
+			cmdCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+			out, err := consumer.Kubectl(cmdCtx, args...)
+			cancel()
 			Expect(err).NotTo(HaveOccurred(), "examples/%s: kubectl %s", example, strings.Join(args, " "))
 			GinkgoWriter.Printf("kubectl %s (%s)\n%s", strings.Join(args, " "), time.Since(began).Round(100*time.Millisecond), out)
 		}
@@ -108,6 +111,29 @@ var _ = Describe("Examples", Label("examples"), Ordered, func() {
 			g.Expect(remote.Items[0].Status.Phase).To(Equal(corev1.PodRunning), "pod %s's twin in %s/%s", p.Name, id, tw[id])
 		}
 		return out
+	}
+	// expectCleanedUp checks that namespace ns is gone from the consumer
+	// and its twins from every provider, with no volume left bound to a
+	// claim of either.
+	expectCleanedUp := func(ctx context.Context, ns string, tw map[ferryv1alpha1.ClusterID]string) {
+		GinkgoHelper()
+		gone := func(g Gomega, c *testbed.Cluster, name string) {
+			err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace %s in %s: %v", name, c.Name, err)
+			var pvs corev1.PersistentVolumeList
+			g.Expect(c.Client.List(ctx, &pvs)).To(Succeed())
+			for _, pv := range pvs.Items {
+				g.Expect(pv.Spec.ClaimRef).NotTo(HaveField("Namespace", name), "volume %s in %s", pv.Name, c.Name)
+			}
+		}
+		// kubectl delete returned once the namespace was gone: its twins
+		// went before (the NamespaceOffloading's finalizer waits for them).
+		gone(Default, consumer, ns)
+		Eventually(func(g Gomega) {
+			for id, twin := range tw {
+				gone(g, providers[id], twin)
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 	}
 	perCluster := func(pods map[string]ferryv1alpha1.ClusterID) map[ferryv1alpha1.ClusterID]int {
 		out := map[ferryv1alpha1.ClusterID]int{}
@@ -162,7 +188,7 @@ var _ = Describe("Examples", Label("examples"), Ordered, func() {
 
 	It("offloaded-namespace: the Deployment's pods run in providers, its ConfigMap and Service are reflected there", func(ctx context.Context) {
 		const ns = "shop"
-		apply(ctx, "offloaded-namespace", 0, 1)
+		apply(ctx, "offloaded-namespace", 0, 2)
 		var nso ferryv1alpha1.NamespaceOffloading
 		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ferryv1alpha1.NamespaceOffloadingName}, &nso)).To(Succeed())
 		Expect(nso.Spec.PodOffloadingStrategy).To(Equal(ferryv1alpha1.PodOffloadingRemote))
@@ -193,11 +219,15 @@ var _ = Describe("Examples", Label("examples"), Ordered, func() {
 				g.Expect(copy.Labels).To(HaveKeyWithValue(ferryv1alpha1.LabelOriginCluster, string(home)))
 			}
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+
+		By("cleaning up: the namespace, its pods in the providers and its twin namespaces are gone")
+		apply(ctx, "offloaded-namespace", 1, 2)
+		expectCleanedUp(ctx, ns, tw)
 	})
 
 	It("stateful-app: each claim is bound in the provider its pod runs in, and a deleted pod comes back there on the same claim", func(ctx context.Context) {
 		const ns = "inventory"
-		apply(ctx, "stateful-app", 0, 2)
+		apply(ctx, "stateful-app", 0, 3)
 		tw := twins(ctx, ns)
 		var pods map[string]ferryv1alpha1.ClusterID
 		claimUIDs := map[string]types.UID{}
@@ -227,7 +257,7 @@ var _ = Describe("Examples", Label("examples"), Ordered, func() {
 		By("deleting db-0: it comes back to the same provider, on the same claim")
 		var before corev1.Pod
 		Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db-0"}, &before)).To(Succeed())
-		apply(ctx, "stateful-app", 1, 2)
+		apply(ctx, "stateful-app", 1, 3)
 		Eventually(func(g Gomega) {
 			var p corev1.Pod
 			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db-0"}, &p)).To(Succeed())
@@ -237,6 +267,10 @@ var _ = Describe("Examples", Label("examples"), Ordered, func() {
 			g.Expect(consumer.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data-db-0"}, &pvc)).To(Succeed())
 			g.Expect(pvc.UID).To(Equal(claimUIDs["data-db-0"]))
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+
+		By("cleaning up: the claims go, and with them the providers' claims and volumes, then the twin namespaces")
+		apply(ctx, "stateful-app", 2, 3)
+		expectCleanedUp(ctx, ns, tw)
 	})
 
 	It("spread-across-clusters: six replicas split 2/2/2 over this cluster and both providers", func(ctx context.Context) {
