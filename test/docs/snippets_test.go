@@ -77,8 +77,9 @@ func TestE2ELabels(t *testing.T) {
 	}
 }
 
-// Every shell snippet of the task pages is either run by a test or marked
-// illustrative, and a run-by note names an e2e label that exists.
+// Every shell snippet of the task pages and the examples' READMEs is either
+// run by a test or marked illustrative, and a run-by note names an e2e
+// label that exists.
 func TestRepositoryUsageSnippets(t *testing.T) {
 	labels := map[string]bool{}
 	specs, err := filepath.Glob(filepath.Join(repoRoot, "test", "e2e", "*.go"))
@@ -102,6 +103,11 @@ func TestRepositoryUsageSnippets(t *testing.T) {
 	if len(pages) == 0 {
 		t.Fatal("no pages in docs/usage")
 	}
+	examples, err := filepath.Glob(filepath.Join(repoRoot, "examples", "*", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, examples...)
 	for _, p := range pages {
 		src, err := os.ReadFile(p)
 		if err != nil {
