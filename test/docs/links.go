@@ -8,12 +8,13 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"unicode"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/text"
+
+	"github.com/ferry-io/ferry/hack/docgen/md"
 )
 
 // Link is one link of a Markdown file.
@@ -148,22 +149,8 @@ type slugger struct{ seen map[string]int }
 
 func newSlugger() *slugger { return &slugger{seen: map[string]int{}} }
 
-// Slug is GitHub's anchor of a heading text, without duplicate suffixes.
-func Slug(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(heading) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.IsMark(r):
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
 func (s *slugger) slug(heading string) string {
-	base := Slug(heading)
+	base := md.Anchor(heading)
 	slug := base
 	for {
 		n, taken := s.seen[slug]

@@ -7,9 +7,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ferry-io/ferry/hack/docgen/md"
 )
 
-func TestSlug(t *testing.T) {
+func TestAnchorsAsGitHubMakesThem(t *testing.T) {
 	for heading, want := range map[string]string{
 		"Quick start": "quick-start",
 		"Local first, burst to providers (`LocalFirst`, `RemoteFirst`)": "local-first-burst-to-providers-localfirst-remotefirst",
@@ -19,8 +21,8 @@ func TestSlug(t *testing.T) {
 		"snake_case & dots.v1":                                          "snake_case--dotsv1",
 		"Über Größe 2²":                                                 "über-größe-2²",
 	} {
-		if got := Slug(heading); got != want {
-			t.Errorf("Slug(%q) = %q, want %q", heading, got, want)
+		if got := md.Anchor(heading); got != want {
+			t.Errorf("md.Anchor(%q) = %q, want %q", heading, got, want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 )
 
 // Cell makes text fit a table cell: whitespace runs (new lines included)
@@ -53,15 +54,16 @@ func Table(w io.Writer, header []string, rows [][]string) {
 }
 
 // Anchor is the fragment GitHub gives a heading of this text (the first
-// one: later duplicates get -1, -2, ...): lower case, spaces to '-', other
-// punctuation but '-' and '_' dropped.
+// one: later duplicates get -1, -2, ...): lower case, each space made '-',
+// every rune but letters, marks, digits, '-' and '_' dropped, as
+// github-slugger does. test/docs checks links against the same rule.
 func Anchor(heading string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(heading) {
 		switch {
 		case r == ' ':
-			b.WriteRune('-')
-		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.IsMark(r):
 			b.WriteRune(r)
 		}
 	}
