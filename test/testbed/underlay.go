@@ -148,9 +148,11 @@ func (u *Underlay) bridge() (*netlink.Handle, netlink.Link, error) {
 }
 
 // plug connects a node's network namespace to the bridge: a veth pair made
-// in the underlay namespace, one end on the bridge, the other moved into
-// the node's namespace as eth0 with address a. The host's namespace never
-// holds either end.
+// from the underlay namespace, one end there on the bridge, the other
+// created right in the node's namespace as eth0 with address a (clusters
+// sharing an underlay plug their nodes concurrently: an eth0 made in the
+// underlay namespace first, to be moved, collided with another's, "file
+// exists"). The host's namespace never holds either end.
 func (u *Underlay) plug(node *netns.Namespace, hostName string, a netip.Addr) error {
 	h, br, err := u.bridge()
 	if err != nil {
@@ -158,19 +160,13 @@ func (u *Underlay) plug(node *netns.Namespace, hostName string, a netip.Addr) er
 	}
 	defer h.Close()
 	veth := &netlink.Veth{
-		LinkAttrs: netlink.LinkAttrs{Name: hostName, MasterIndex: br.Attrs().Index, MTU: u.mtu},
-		PeerName:  "eth0",
-		PeerMTU:   uint32(u.mtu),
+		LinkAttrs:     netlink.LinkAttrs{Name: hostName, MasterIndex: br.Attrs().Index, MTU: u.mtu},
+		PeerName:      "eth0",
+		PeerMTU:       uint32(u.mtu),
+		PeerNamespace: netlink.NsFd(node.Fd()),
 	}
 	if err := h.LinkAdd(veth); err != nil {
-		return fmt.Errorf("add veth %s: %w", hostName, err)
-	}
-	peer, err := h.LinkByName("eth0")
-	if err != nil {
-		return fmt.Errorf("find the new veth's peer: %w", err)
-	}
-	if err := h.LinkSetNsFd(peer, node.Fd()); err != nil {
-		return fmt.Errorf("move eth0 into node %s: %w", hostName, err)
+		return fmt.Errorf("add veth %s with its peer eth0 in node %s: %w", hostName, hostName, err)
 	}
 	end, err := h.LinkByName(hostName)
 	if err != nil {
