@@ -21,7 +21,8 @@ const (
 
 // CheckSnippets checks that every shell block of a page is either marked
 // illustrative (the paragraph right before it starts with
-// "*Illustrative:*") or followed by a "<!-- run by: ... -->" note naming
+// "*Illustrative:*") or followed (blank lines aside) by a
+// "<!-- run by: ... -->" note naming
 // what runs it; a note naming an e2e label (LABELS=x) must name one that
 // labels exists for.
 func CheckSnippets(file string, src []byte, labels map[string]bool) []Problem {
@@ -44,15 +45,20 @@ func CheckSnippets(file string, src []byte, labels map[string]bool) []Problem {
 		if !shellInfo[info] {
 			continue
 		}
-		note := ""
-		if end+1 < len(lines) {
-			note = strings.TrimSpace(lines[end+1])
+		// The note may follow blank lines, as framework.ShellSteps, which
+		// runs the examples' marked blocks, reads it.
+		note, noteLine := "", end+1
+		for noteLine < len(lines) && strings.TrimSpace(lines[noteLine]) == "" {
+			noteLine++
+		}
+		if noteLine < len(lines) {
+			note = strings.TrimSpace(lines[noteLine])
 		}
 		switch {
 		case strings.HasPrefix(note, runByPrefix):
 			for _, m := range runByLabel.FindAllStringSubmatch(note, -1) {
 				if !labels[m[1]] {
-					problems = append(problems, Problem{File: file, Line: end + 2,
+					problems = append(problems, Problem{File: file, Line: noteLine + 1,
 						What: fmt.Sprintf("the run-by note names e2e label %q, which no spec has", m[1])})
 				}
 			}

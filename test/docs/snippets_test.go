@@ -34,6 +34,7 @@ func TestCheckSnippetsFixture(t *testing.T) {
 		"```sh",
 		"ferryctl unpeer",
 		"```",
+		"",
 		"<!-- run by: e2e spec \"Gone\" (make test-e2e LABELS=no-such-label) -->",
 		"",
 		"```yaml",
@@ -55,7 +56,7 @@ func TestCheckSnippetsFixture(t *testing.T) {
 	for _, p := range got {
 		lines = append(lines, p.Line)
 	}
-	want := []int{19, 26, 38}
+	want := []int{19, 27, 39}
 	if len(lines) != len(want) {
 		t.Fatalf("problems %v, want at lines %v", got, want)
 	}
